@@ -1,0 +1,32 @@
+"""Where the built native artifacts live inside the installed package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LIB_DIR = Path(__file__).resolve().parent / "_lib"
+
+HOST_CUDNN = LIB_DIR / "libcudnn.so.9"
+PRELOAD = LIB_DIR / "libucudnn.so"
+EMBEDDED_PLANNER = LIB_DIR / "libucudnn_planner.so"
+
+
+class NotBuiltError(FileNotFoundError):
+    """A native artifact is missing: the package was not built (run ``pip install .``)."""
+
+
+def require(path: Path) -> Path:
+    """Return ``path`` if the artifact exists, else raise NotBuiltError naming it."""
+    if not path.exists():
+        raise NotBuiltError(f"ucudnn: {path.name} is not built at {path}; reinstall with `pip install .`")
+    return path
+
+
+def artifacts() -> dict[str, str]:
+    """Absolute paths of the native artifacts that exist, keyed as ``ucudnn paths --json`` prints them."""
+    out: dict[str, str] = {}
+    for key, path in (("host_cudnn", HOST_CUDNN), ("preload", PRELOAD), ("embedded_planner", EMBEDDED_PLANNER)):
+        if path.exists():
+            out[key] = str(path)
+    out["lib_dir"] = str(LIB_DIR)
+    return out
