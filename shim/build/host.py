@@ -1,0 +1,37 @@
+"""Build the host backend: a CPU ``libcudnn.so.9`` stand-in, GEMM from the scipy-openblas32 wheel."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from native import SHIM, link_shared
+
+SONAME = "libcudnn.so.9"
+
+
+def _openblas_lib() -> Path:
+    import scipy_openblas32  # build requirement, also a runtime requirement
+
+    return Path(scipy_openblas32.get_lib_dir()) / "libscipy_openblas.so"
+
+
+def build(out_dir: Path) -> list[Path]:
+    sources = sorted((SHIM / "host").glob("*.c"))
+    if not sources:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The BLAS is copied next to the backend and found through $ORIGIN, so the backend works the same in
+    # a regular install, an editable install and a build tree, with no system BLAS.
+    blas = out_dir / "libscipy_openblas.so"
+    shutil.copy2(_openblas_lib(), blas)
+    lib = link_shared(
+        sources,
+        out_dir / SONAME,
+        soname=SONAME,
+        include_dirs=[SHIM / "host"],
+        cflags=["-O3", "-fvisibility=hidden", "-pthread"],
+        ldflags=[f"-L{out_dir}", "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined", "-pthread"],
+        libs=["scipy_openblas", "m"],
+    )
+    return [blas, lib]

@@ -1,0 +1,81 @@
+"""Build-time helpers shared by the per-artifact build scripts (never shipped in the wheel).
+
+Each native artifact has one script beside this file exposing ``build(out_dir: Path) -> list[Path]``;
+``build_all`` runs them in dependency order. C is compiled as C11 with ``-Wall -Wextra -Werror``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIM = ROOT / "shim"
+INCLUDE = SHIM / "include"
+
+CFLAGS = ["-std=c11", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
+
+
+def compiler() -> list[str]:
+    """The C compiler command: $CC, else the one Python was built with, else cc."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shlex.split(cc)
+
+
+def run(cmd: list[str]) -> None:
+    print("ucudnn-build:", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def link_shared(
+    sources: list[Path],
+    output: Path,
+    *,
+    soname: str | None = None,
+    include_dirs: list[Path] | None = None,
+    cflags: list[str] | None = None,
+    ldflags: list[str] | None = None,
+    libs: list[str] | None = None,
+) -> Path:
+    """Compile ``sources`` and link them into the shared library ``output`` in one compiler call."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    cmd = compiler() + CFLAGS + list(cflags or [])
+    for inc in [INCLUDE, *(include_dirs or [])]:
+        cmd += ["-I", str(inc)]
+    cmd += ["-shared", "-o", str(output)]
+    cmd += [str(s) for s in sources]
+    if soname:
+        cmd.append(f"-Wl,-soname,{soname}")
+    cmd += list(ldflags or [])
+    cmd += [f"-l{lib}" for lib in (libs or [])]
+    run(cmd)
+    return output
+
+
+def build_all(out_dir: Path) -> list[Path]:
+    """Build every native artifact into ``out_dir`` (the package's ``_lib`` folder)."""
+    import importlib
+
+    built: list[Path] = []
+    for name in ("host", "preload", "planner_embed"):
+        script = Path(__file__).with_name(f"{name}.py")
+        if not script.exists():
+            continue
+        mod = importlib.import_module(name)
+        built += mod.build(out_dir)
+    return built
+
+
+if __name__ == "__main__":
+    # Developer shortcut: `python shim/build/native.py host preload` rebuilds just those artifacts in place
+    # (into ucudnn/_lib), without pip and without touching the others.
+    import importlib
+    import sys
+
+    targets = sys.argv[1:] or ["host", "preload", "planner_embed"]
+    for target in targets:
+        for path in importlib.import_module(target).build(ROOT / "ucudnn" / "_lib"):
+            print("built", path)
