@@ -1,0 +1,1 @@
+"""ucudnn-bench: measured speedups on DeepBench problems and built-in suites."""

@@ -1,0 +1,113 @@
+/*
+ * ucudnn control API: exported by libucudnn.so (the preload library) next to the hooked cudnn* functions.
+ *
+ * Callers: the Python bridge (ucudnn._bridge, a cffi API-mode module) registers the planner and calls
+ * ucudnn_benchmark from inside it; the embedded planner library does the same in C/C++ hosts; tests and
+ * ucudnn-bench use the option/stats/plan calls. Every function is thread-safe and never aborts the host.
+ *
+ * Memory: every pointer passed in is owned by the caller and only borrowed for the duration of the call.
+ */
+#ifndef UCUDNN_UCUDNN_H
+#define UCUDNN_UCUDNN_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UCUDNN_ABI_VERSION 1
+
+/* Ops of a kernel key. Bias-activation forward is planned as a forward kernel (same algorithms). */
+#define UCUDNN_OP_FWD 0
+#define UCUDNN_OP_BWD_DATA 1
+#define UCUDNN_OP_BWD_FILTER 2
+
+/* One measured algorithm at one micro-batch size (same field layout as cuDNN's perf structs). */
+typedef struct {
+    int algo;
+    int status;         /* cuDNN status of this algorithm; only 0 (success) rows are usable */
+    float time_ms;
+    size_t memory;      /* workspace bytes */
+    int determinism;    /* 1 deterministic */
+    int math_type;
+    int reserved[3];
+} ucudnn_perf;
+
+/* One micro-batch of a plan: `batch` samples run with `algo` under `math_type`, in plan order. */
+typedef struct {
+    int batch;
+    int algo;
+    int math_type;
+} ucudnn_micro_batch;
+
+/* What the shim asks the planner on a plan-cache miss. */
+typedef struct {
+    int abi_version;               /* UCUDNN_ABI_VERSION */
+    int op;                        /* UCUDNN_OP_* */
+    const char *key;               /* canonical kernel key, N excluded (includes op, dtypes, shapes, ...) */
+    const char *backend_id;        /* device name + real library version + backend, for the cache */
+    int batch;                     /* N of the call */
+    size_t workspace_limit_bytes;  /* the plan's workspace must not exceed this */
+    const char *policy;            /* "undivided", "powerOfTwo" or "all" */
+    int deterministic_only;        /* 1: every micro-batch's algorithm must be deterministic */
+    int algo_count;                /* number of valid algorithm enum values of this op (0..algo_count-1) */
+    void *bench_ctx;               /* opaque; pass to ucudnn_benchmark during this request only */
+} ucudnn_plan_request;
+
+/* The planner's answer: written into caller-provided storage (capacity = batch, the most a plan can need). */
+typedef struct {
+    int count;                     /* micro-batches written to `micro_batches` */
+    int capacity;                  /* set by the shim */
+    ucudnn_micro_batch *micro_batches; /* set by the shim; the planner fills [0, count) */
+    float time_ms;                 /* predicted plan time */
+    size_t workspace_bytes;        /* max over micro-batches */
+    int deterministic;             /* 1 if every micro-batch's algorithm is deterministic */
+} ucudnn_plan_reply;
+
+/*
+ * The planner callback. Returns 0 with a filled reply, 1 if no plan fits (the shim passes through), or
+ * another value on error (the shim passes through and counts it). The shim validates the reply before use.
+ */
+typedef int (*ucudnn_planner_fn)(const ucudnn_plan_request *request, ucudnn_plan_reply *reply);
+
+/* Register (or with NULL, unregister) the planner. Returns 0. */
+int ucudnn_set_planner(ucudnn_planner_fn planner);
+
+/*
+ * Benchmark the request's kernel at N = batch: runs the real cudnnFind*Algorithm on descriptors cloned at
+ * N = batch, all algorithms requested. Writes up to `capacity` rows, sets *count. Returns 0 or a cuDNN status.
+ * Valid only while the request that carried `bench_ctx` is being planned.
+ */
+int ucudnn_benchmark(void *bench_ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+
+/* Library version number (MAJOR*10000 + MINOR*100 + PATCH) of the preload library. */
+int ucudnn_version(void);
+
+/*
+ * Set a configuration variable at run time, by its UCUDNN_* name (e.g. "UCUDNN_BATCH_SIZE_POLICY",
+ * "UCUDNN_DEFAULT_WORKSPACE_LIMIT"), with the same parsing as the environment. Returns 0, or -1 if the name
+ * is unknown or the value invalid (the setting is then unchanged and a message is logged).
+ */
+int ucudnn_set_option(const char *name, const char *value);
+
+/* Drop every cached in-memory plan (the SQLite cache is untouched). */
+void ucudnn_clear_plans(void);
+
+/*
+ * Write a JSON object with the counters (calls, planned, micro_batches, passthrough, kernels, ...) into buf.
+ * Returns the length it needed (excluding the NUL); writes nothing past len.
+ */
+size_t ucudnn_stats_json(char *buf, size_t len);
+
+/*
+ * Write a JSON object describing the plan of the calling thread's most recent planned call (key, batch, op,
+ * limit, policy, time_ms, workspace_bytes, micro_batches) into buf; "{}" if none. Returns the length needed.
+ */
+size_t ucudnn_last_plan_json(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UCUDNN_UCUDNN_H */

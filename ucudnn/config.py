@@ -1,0 +1,216 @@
+"""Every ``UCUDNN_*`` environment variable, declared once.
+
+This module is the single declaration: the Python side parses settings with it, the native build generates
+the C shim's table from ``VARIABLES`` (so it must import nothing outside the standard library), and the
+README's table of variables is rendered from it (``python -m ucudnn.config --markdown``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class Kind(enum.Enum):
+    SIZE = "size"  # bytes, or a number with a unit: 64MiB, 1GiB, 512KB
+    BOOL = "bool"  # 1/0, true/false, yes/no, on/off
+    CHOICE = "choice"  # one of `choices` (case-insensitive)
+    PATH = "path"  # a file path; empty means unset
+    STRING = "string"
+
+
+@dataclass(frozen=True)
+class Var:
+    """One configuration variable. ``default`` is the textual default, parsed like a user's value."""
+
+    name: str
+    kind: Kind
+    default: str
+    doc: str
+    choices: tuple[str, ...] = ()
+    # Who reads it: "shim" (the preload library), "python", "host" (the host backend), in any combination.
+    readers: tuple[str, ...] = ("shim", "python")
+
+
+VARIABLES: tuple[Var, ...] = (
+    Var(
+        "UCUDNN_DEFAULT_WORKSPACE_LIMIT",
+        Kind.SIZE,
+        "64MiB",
+        "Per-kernel workspace limit (Workspace Reuse) when the caller gives none: a workspace-size query or "
+        "Get/Find call. Find*Ex caps it at the workspace the caller offers.",
+    ),
+    Var(
+        "UCUDNN_TOTAL_WORKSPACE_SIZE",
+        Kind.SIZE,
+        "0",
+        "Network-wide workspace budget for Workspace Division (0: off, each kernel gets the per-kernel limit).",
+    ),
+    Var(
+        "UCUDNN_BATCH_SIZE_POLICY",
+        Kind.CHOICE,
+        "powerOfTwo",
+        "Candidate micro-batch sizes: undivided (N only), powerOfTwo (1, 2, 4, ... and N) or all (1..N).",
+        choices=("undivided", "powerOfTwo", "all"),
+    ),
+    Var(
+        "UCUDNN_DATABASE",
+        Kind.PATH,
+        "",
+        "SQLite cache of benchmark results and plans (empty: $XDG_CACHE_HOME/ucudnn/cache.sqlite, "
+        "else ~/.cache/ucudnn/cache.sqlite).",
+    ),
+    Var(
+        "UCUDNN_DISABLE",
+        Kind.BOOL,
+        "0",
+        "1: the preload library passes every call through unchanged (still counted in the stats).",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_LOG_LEVEL",
+        Kind.CHOICE,
+        "warning",
+        "Messages on stderr, each prefixed `ucudnn:`, at this level and above.",
+        choices=("error", "warning", "info", "debug"),
+    ),
+    Var(
+        "UCUDNN_REAL_LIBCUDNN",
+        Kind.PATH,
+        "",
+        "Path of the real libcudnn to forward to when neither RTLD_NEXT nor an already loaded libcudnn.so.9/.8 "
+        "provides it.",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_STATS_FILE",
+        Kind.PATH,
+        "",
+        "When set, the preload library writes a JSON summary of its counters there at process exit.",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_BENCHMARK_DEVICES",
+        Kind.STRING,
+        "",
+        "Comma-separated GPU ordinals to benchmark on in parallel (empty: the current device only).",
+    ),
+    Var(
+        "UCUDNN_HOST_TIMING",
+        Kind.CHOICE,
+        "measure",
+        "Host backend only: `measure` times algorithms for real in Find*; `model` reports deterministic "
+        "modelled times (for tests).",
+        choices=("measure", "model"),
+        readers=("host",),
+    ),
+)
+
+BY_NAME: Mapping[str, Var] = {v.name: v for v in VARIABLES}
+
+
+class ConfigError(ValueError):
+    """A bad value of a UCUDNN_* variable; the message names the variable and what it accepts."""
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KB": 1000,
+    "KIB": 1024,
+    "M": 1024**2,
+    "MB": 1000**2,
+    "MIB": 1024**2,
+    "G": 1024**3,
+    "GB": 1000**3,
+    "GIB": 1024**3,
+    "T": 1024**4,
+    "TB": 1000**4,
+    "TIB": 1024**4,
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_size(text: str, *, name: str = "size") -> int:
+    """Parse ``64MiB``, ``1GiB``, ``512KB``, ``1048576`` into bytes (K/M/G alone are binary units)."""
+    m = _SIZE_RE.match(text)
+    unit = (m.group(2) or "").upper() if m else ""
+    if not m or unit not in _UNITS:
+        raise ConfigError(f"{name}={text!r}: expected bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)")
+    value = float(m.group(1)) * _UNITS[unit]
+    if value != int(value):
+        raise ConfigError(f"{name}={text!r}: not a whole number of bytes")
+    return int(value)
+
+
+def format_size(n_bytes: int) -> str:
+    """Human-readable binary size: 67108864 -> '64MiB'."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n_bytes >= scale and n_bytes % scale == 0:
+            return f"{n_bytes // scale}{unit}"
+    return f"{n_bytes}B"
+
+
+def parse(var: Var, text: str) -> int | bool | str:
+    """Parse one variable's textual value; raises ConfigError naming the variable and the accepted values."""
+    if var.kind is Kind.SIZE:
+        return parse_size(text, name=var.name)
+    if var.kind is Kind.BOOL:
+        low = text.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigError(f"{var.name}={text!r}: expected 1 or 0 (also true/false, yes/no, on/off)")
+    if var.kind is Kind.CHOICE:
+        for choice in var.choices:
+            if text.strip().lower() == choice.lower():
+                return choice
+        raise ConfigError(f"{var.name}={text!r}: expected one of {', '.join(var.choices)}")
+    return text
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> int | bool | str:
+    """The parsed value of variable ``name`` from ``environ`` (default: os.environ), else its default."""
+    var = BY_NAME[name]
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    if raw is None or (raw == "" and var.kind is not Kind.STRING):
+        return parse(var, var.default)
+    return parse(var, raw)
+
+
+def database_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The SQLite cache file: UCUDNN_DATABASE, else the per-user default under the XDG cache directory."""
+    env = os.environ if environ is None else environ
+    explicit = str(get("UCUDNN_DATABASE", env))
+    if explicit:
+        return Path(explicit).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ucudnn" / "cache.sqlite"
+
+
+def markdown_table() -> str:
+    """The README's table of variables."""
+    rows = ["| variable | kind | default | meaning |", "|---|---|---|---|"]
+    for v in VARIABLES:
+        kind = v.kind.value if not v.choices else " / ".join(f"`{c}`" for c in v.choices)
+        default = f"`{v.default}`" if v.default else "(unset)"
+        rows.append(f"| `{v.name}` | {kind} | {default} | {v.doc} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--markdown"]:
+        print(markdown_table())
+    else:
+        for v in VARIABLES:
+            print(f"{v.name}={get(v.name)!r}")
