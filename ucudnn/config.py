@@ -59,6 +59,21 @@ VARIABLES: tuple[Var, ...] = (
         choices=("undivided", "powerOfTwo", "all"),
     ),
     Var(
+        "UCUDNN_DETERMINISTIC",
+        Kind.BOOL,
+        "0",
+        "1: plan with deterministic algorithms only, as if every caller asked for determinism.",
+        readers=("python",),
+    ),
+    Var(
+        "UCUDNN_TIME_SLACK",
+        Kind.STRING,
+        "0",
+        "Fraction of extra time the planner accepts for a plan that needs less workspace (0: always the "
+        "fastest plan; 0.25: the least workspace among plans at most 25% slower than the fastest).",
+        readers=("python",),
+    ),
+    Var(
         "UCUDNN_DATABASE",
         Kind.PATH,
         "",
@@ -149,6 +164,17 @@ def parse_size(text: str, *, name: str = "size") -> int:
     if value != int(value):
         raise ConfigError(f"{name}={text!r}: not a whole number of bytes")
     return int(value)
+
+
+def parse_fraction(text: str, *, name: str = "value") -> float:
+    """Parse a non-negative finite decimal such as ``0.25`` (for UCUDNN_TIME_SLACK)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):
+        raise ConfigError(f"{name}={text!r}: expected a non-negative number such as 0 or 0.25")
+    return value
 
 
 def format_size(n_bytes: int) -> str:

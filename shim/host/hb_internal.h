@@ -97,4 +97,10 @@ double hb_problem_macs(const hb_problem *p);
 /* Modelled time in milliseconds of `a` on `p` (deterministic; used when UCUDNN_HOST_TIMING=model). */
 double hb_model_time_ms(const hb_algo *a, const hb_problem *p);
 
+/*
+ * Advance the calling thread's model clock (hb_clock.c) by `ms`. The API layer calls it once per successful
+ * execution call with hb_model_time_ms of the algorithm run, in both timing modes.
+ */
+void hb_model_clock_add(double ms);
+
 #endif /* UCUDNN_HB_INTERNAL_H */

@@ -1,0 +1,36 @@
+"""Suite-wide test configuration: GPU tests run only where a GPU and CuPy are present."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+import pytest
+
+
+@functools.cache
+def gpu_unavailable_reason() -> str | None:
+    """None if an NVIDIA GPU is usable from Python (CuPy), else why not."""
+    if shutil.which("nvidia-smi") is None:
+        return "no nvidia-smi on PATH (no NVIDIA driver)"
+    try:
+        subprocess.run(["nvidia-smi", "-L"], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"nvidia-smi -L failed: {exc}"
+    try:
+        import cupy  # type: ignore[import-not-found]
+
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CuPy missing or no usable device
+        return f"CuPy cannot use a GPU: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = None
+    for item in items:
+        if "gpu" in item.keywords:
+            reason = reason or gpu_unavailable_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))

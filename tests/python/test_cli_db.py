@@ -1,0 +1,89 @@
+"""``ucudnn db`` as a user runs it: a separate process, exit statuses, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ucudnn.cache import Cache, PlanKey
+from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
+
+KEY = "bwdf|half|x=?x256x14x14|w=256x256x3x3|g=1"
+
+
+def ucudnn(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from ucudnn.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "c.sqlite"
+    with Cache(path) as c:
+        for b in (1, 2, 4):
+            c.put_benchmark(KEY, "gpu", b, [AlgoPerf(b, 0, 1.0 * b, 0), AlgoPerf(b, 1, 0.1 * b, 1024 * b)])
+        c.put_plan(PlanKey(KEY, "gpu", 4, "powerOfTwo", 4096, False), Plan((MicroBatch(4, 1, 0.4, 4096),)))
+    return path
+
+
+def test_stats_list_export_import_clear(db: Path, tmp_path: Path) -> None:
+    stats = ucudnn("db", "--database", str(db), "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert (counts["kernels"], counts["benchmark_runs"], counts["benchmark_rows"], counts["plans"]) == (1, 3, 6, 1)
+    assert counts["backends"] == {"gpu": {"benchmark_runs": 3, "plans": 1}}
+
+    listing = ucudnn("db", "--database", str(db), "list")
+    assert listing.returncode == 0 and KEY in listing.stdout and "4:algo1" in listing.stdout
+
+    exported = ucudnn("db", "--database", str(db), "export")
+    assert exported.returncode == 0 and json.loads(exported.stdout)["format"] == "ucudnn-cache"
+    # Into a new file through the environment's UCUDNN_DATABASE, from stdin.
+    other = tmp_path / "other.sqlite"
+    imported = ucudnn("db", "import", "-", stdin=exported.stdout, env={"UCUDNN_DATABASE": str(other)})
+    assert imported.returncode == 0, imported.stderr
+    assert "3 benchmark runs, 6 benchmark rows, 1 plans" in imported.stdout
+    out = tmp_path / "again.json"
+    assert ucudnn("db", "--database", str(other), "export", str(out)).returncode == 0
+    assert json.loads(out.read_text()) == json.loads(exported.stdout)
+
+    refused = ucudnn("db", "--database", str(db), "clear", stdin="")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    cleared = ucudnn("db", "--database", str(db), "clear", "--plans-only", "--yes")
+    assert cleared.returncode == 0 and "1 plans" in cleared.stdout
+    with Cache(db) as c:
+        assert c.stats()["plans"] == 0 and c.stats()["benchmark_runs"] == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"format": "ucudnn-cache", "version": 1, "plans": [{"key": 3}]}', "plans[0]: 'key'"),
+        ('["a list"]', "top level must be a JSON object"),
+    ],
+)
+def test_bad_import_is_one_line_and_status_2(db: Path, tmp_path: Path, content: str, message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    result = ucudnn("db", "--database", str(db), "import", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.startswith("ucudnn db: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_missing_import_file(tmp_path: Path) -> None:
+    result = ucudnn("db", "--database", str(tmp_path / "c.sqlite"), "import", str(tmp_path / "nope.json"))
+    assert result.returncode == 2 and "cannot read" in result.stderr and "nope.json" in result.stderr
+    assert not (tmp_path / "c.sqlite").exists()  # a failed import creates nothing

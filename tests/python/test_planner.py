@@ -1,0 +1,246 @@
+"""The planner with recorded benchmark tables: what it benchmarks, what it caches, what it returns."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ucudnn.cache import Cache, PlanKey
+from ucudnn.optimizer import AlgoPerf, Status
+from ucudnn.planner import NetworkKernel, Planner
+from ucudnn.policy import KernelOverride, WorkspacePolicy
+
+KEY = "fwd|float|x=?x64x28x28|w=128x64x3x3|pad=1,1|str=1,1|dil=1,1|g=1"
+BACKEND = "host|cudnn-host 9.0|cpu"
+KiB, MiB = 1024, 1024**2
+
+
+def table(b: int) -> list[AlgoPerf]:
+    """A recorded table with the μ-cuDNN trade-off: algo 0 needs nothing and is slow; algo 1 is fast but its
+    workspace grows with b (1 MiB per sample); algo 2 is fastest, non-deterministic, 2 MiB per sample; algo 5
+    could not run; algo 9 is outside the op's range."""
+    return [
+        AlgoPerf(b, 0, 1.0 * b, 0),
+        AlgoPerf(b, 1, 0.3 * b + 0.05, MiB * b),
+        AlgoPerf(b, 2, 0.2 * b + 0.05, 2 * MiB * b, deterministic=False),
+        AlgoPerf(b, 5, math.inf, 0),
+        AlgoPerf(b, 9, 0.001, 0),
+    ]
+
+
+class Recorded:
+    """A benchmark that answers from `table` and records which sizes it was asked for."""
+
+    def __init__(self, fail: Sequence[int] = (), empty: Sequence[int] = ()) -> None:
+        self.calls: list[int] = []
+        self.fail, self.empty = set(fail), set(empty)
+
+    def __call__(self, b: int) -> list[AlgoPerf]:
+        self.calls.append(b)
+        if b in self.fail:
+            raise RuntimeError(f"CUDNN_STATUS_ALLOC_FAILED at b={b}")
+        return [] if b in self.empty else table(b)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("UCUDNN_DETERMINISTIC", "UCUDNN_TIME_SLACK", "UCUDNN_BATCH_SIZE_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def plan(planner: Planner, bench: Recorded, **kw: object):  # type: ignore[no-untyped-def]
+    args: dict[str, object] = {
+        "key": KEY,
+        "backend_id": BACKEND,
+        "batch": 16,
+        "workspace_limit_bytes": 4 * MiB,
+        "policy": "powerOfTwo",
+        "deterministic_only": False,
+        "algo_count": 8,
+        "benchmark": bench,
+    }
+    args.update(kw)
+    return planner.plan(**args)  # type: ignore[arg-type]
+
+
+def steps(result) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    return [(mb.batch, mb.algo) for mb in result.plan.micro_batches]
+
+
+def test_benchmarks_largest_first_then_hits_the_cache(tmp_path: Path) -> None:
+    planner, bench = Planner(Cache(tmp_path / "c.sqlite")), Recorded()
+    first = plan(planner, bench)
+    assert first.status is Status.OPTIMAL
+    assert bench.calls == [16, 8, 4, 2, 1]
+    # Under 4 MiB algo 2 fits up to b=2 and algo 1 up to b=4; eight micro-batches of 2 with algo 2 are fastest,
+    # far ahead of one undivided call with the only algorithm that fits at b=16 (16 ms).
+    assert steps(first) == [(2, 2)] * 8
+    assert first.plan.time_ms == pytest.approx(8 * (0.2 * 2 + 0.05))
+    assert first.plan.workspace_bytes == 4 * MiB
+    # A new planner on the same file (another process, a restart) gets the stored plan without benchmarking.
+    again = plan(Planner(Cache(tmp_path / "c.sqlite")), bench)
+    assert bench.calls == [16, 8, 4, 2, 1]
+    assert again.plan == first.plan and again.message == "cached plan"
+
+
+def test_in_memory_planner_benchmarks_once() -> None:
+    planner, bench = Planner(), Recorded()
+    assert plan(planner, bench).plan == plan(planner, bench).plan
+    assert bench.calls == [16, 8, 4, 2, 1]
+
+
+def test_rows_measured_under_a_small_limit_serve_a_larger_one() -> None:
+    planner, bench = Planner(), Recorded()
+    small = plan(planner, bench, workspace_limit_bytes=0)
+    assert steps(small) == [(16, 0)]
+    large = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    assert bench.calls == [16, 8, 4, 2, 1]  # nothing measured again, yet the hungry algorithm is used
+    assert steps(large) == [(16, 2)]
+
+
+def test_rows_measured_under_a_large_limit_serve_a_smaller_one() -> None:
+    planner, bench = Planner(), Recorded()
+    assert steps(plan(planner, bench, workspace_limit_bytes=64 * MiB)) == [(16, 2)]
+    small = plan(planner, bench, workspace_limit_bytes=2 * MiB)
+    assert bench.calls == [16, 8, 4, 2, 1]
+    assert small.plan.workspace_bytes <= 2 * MiB
+    assert steps(small) == [(1, 2)] * 16
+
+
+def test_micro_batch_sizes_are_shared_across_mini_batch_sizes() -> None:
+    planner, bench = Planner(), Recorded()
+    plan(planner, bench, batch=16)
+    plan(planner, bench, batch=8)
+    assert bench.calls == [16, 8, 4, 2, 1]  # N=8 needs 8, 4, 2, 1: all measured for N=16
+    plan(planner, bench, batch=12)
+    assert bench.calls == [16, 8, 4, 2, 1, 12]
+
+
+def test_deterministic_only_never_uses_a_non_deterministic_algorithm() -> None:
+    planner, bench = Planner(), Recorded()
+    free = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    det = plan(planner, bench, workspace_limit_bytes=64 * MiB, deterministic_only=True)
+    assert not free.plan.deterministic and det.plan.deterministic
+    assert steps(det) == [(16, 1)]
+    assert bench.calls == [16, 8, 4, 2, 1]
+
+
+def test_algorithms_outside_the_op_range_are_dropped() -> None:
+    # Algo 9 (0.001 ms) would win if it were allowed.
+    result = plan(Planner(), Recorded(), algo_count=3, workspace_limit_bytes=0)
+    assert steps(result) == [(16, 0)]
+    assert steps(plan(Planner(), Recorded(), algo_count=10, workspace_limit_bytes=0)) == [(16, 9)]
+
+
+def test_infeasible_when_nothing_fits_and_nothing_is_stored() -> None:
+    planner = Planner()
+
+    def only_hungry(b: int) -> list[AlgoPerf]:
+        return [AlgoPerf(b, 1, 0.3 * b, MiB * b)]
+
+    result = plan(planner, Recorded(), benchmark=only_hungry, workspace_limit_bytes=KiB)
+    assert result.status is Status.INFEASIBLE and result.plan is None and result.message
+    assert planner.cache.stats()["plans"] == 0
+
+
+def test_a_failing_size_is_skipped_not_fatal_and_retried_later(capsys: pytest.CaptureFixture[str]) -> None:
+    planner, bench = Planner(), Recorded(fail=[4], empty=[8])
+    result = plan(planner, bench, deterministic_only=True)
+    assert result.status is Status.OPTIMAL
+    assert steps(result) == [(2, 1)] * 8  # with size 4 measured this would be four micro-batches of 4
+    assert "sizes not benchmarked: 4, 8" in result.message
+    assert "CUDNN_STATUS_ALLOC_FAILED" in capsys.readouterr().err
+    # The plan made without sizes 4 and 8 is not stored, so the next request measures them again.
+    assert planner.cache.stats()["plans"] == 0
+    bench.fail.clear()
+    bench.empty.clear()
+    assert steps(plan(planner, bench, deterministic_only=True)) == [(4, 1)] * 4
+    assert bench.calls == [16, 8, 4, 2, 1, 8, 4]
+
+
+def test_a_bad_stored_plan_is_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.sqlite"
+    planner, bench = Planner(Cache(path)), Recorded()
+    good = plan(planner, bench)
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE plans SET plan_json = '[[16, 0, 0], [16, 0, 0]]'")  # 32 samples for N=16
+    raw.commit()
+    raw.close()
+    again = plan(planner, bench)
+    assert again.plan == good.plan and again.message != "cached plan"
+    assert "ignoring a bad cached plan" in capsys.readouterr().err
+    assert plan(planner, bench).message == "cached plan"
+    assert bench.calls == [16, 8, 4, 2, 1]
+
+
+def test_a_stored_plan_with_an_algorithm_out_of_range_is_not_used() -> None:
+    planner, bench = Planner(), Recorded()
+    plan(planner, bench, algo_count=10, workspace_limit_bytes=0)  # stores [(16, 9)]
+    assert steps(plan(planner, bench, algo_count=3, workspace_limit_bytes=0)) == [(16, 0)]
+
+
+def test_policy_determinism_and_overrides() -> None:
+    pol = WorkspacePolicy(deterministic_only=True, overrides=(KernelOverride(2 * MiB, key_contains="w=128x64"),))
+    planner = Planner(policy=pol)
+    result = plan(planner, Recorded(), workspace_limit_bytes=64 * MiB)
+    assert result.plan.deterministic and result.plan.workspace_bytes <= 2 * MiB
+    assert planner.cache.get_plan(PlanKey(KEY, BACKEND, 16, "powerOfTwo", 2 * MiB, True)) == result.plan
+    # An override cannot raise a call's limit above what the caller offers.
+    up = Planner(policy=WorkspacePolicy(overrides=(KernelOverride(64 * MiB, op="forward"),)))
+    assert plan(up, Recorded(), workspace_limit_bytes=0, op=0).plan.workspace_bytes == 0
+
+
+def test_time_slack_prefers_less_workspace_and_is_not_stored() -> None:
+    saver = Planner(policy=WorkspacePolicy(time_slack=0.25))
+    fastest = plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB)
+    chosen = plan(saver, Recorded(), workspace_limit_bytes=64 * MiB)
+    assert chosen.plan.time_ms <= 1.25 * fastest.plan.time_ms
+    assert chosen.plan.workspace_bytes < fastest.plan.workspace_bytes
+    assert saver.cache.stats()["plans"] == 0
+
+
+def test_environment_policy_is_read_when_none_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UCUDNN_DETERMINISTIC", "1")
+    assert plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB).plan.deterministic
+
+
+def test_an_unlimited_workspace_from_c_is_stored(tmp_path: Path) -> None:
+    planner, bench = Planner(Cache(tmp_path / "c.sqlite")), Recorded()
+    size_max = 2**64 - 1
+    assert steps(plan(planner, bench, workspace_limit_bytes=size_max)) == [(16, 2)]
+    assert plan(planner, bench, workspace_limit_bytes=size_max).message == "cached plan"
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError, match="batch"):
+        plan(Planner(), Recorded(), batch=0)
+    with pytest.raises(ValueError, match="batch-size policy"):
+        plan(Planner(), Recorded(), policy="fibonacci")
+    with pytest.raises(ValueError, match="algo_count"):
+        plan(Planner(), Recorded(), algo_count=0)
+
+
+def test_plan_network_divides_one_budget() -> None:
+    b1, b2 = Recorded(), Recorded()
+    kernels = [NetworkKernel(KEY, 16, 8, b1), NetworkKernel(KEY.replace("128x64", "64x64"), 8, 8, b2)]
+    planner = Planner(policy=WorkspacePolicy(deterministic_only=True))
+    result = planner.plan_network(kernels, backend_id=BACKEND, total_workspace_bytes=8 * MiB, policy="powerOfTwo")
+    assert result.status is Status.OPTIMAL
+    assert [p.batch for p in result.plans] == [16, 8]  # type: ignore[union-attr]
+    assert sum(p.workspace_bytes for p in result.plans) <= 8 * MiB  # type: ignore[union-attr]
+    assert all(p.deterministic for p in result.plans)  # type: ignore[union-attr]
+    # The division is never worse than splitting the budget evenly (4 MiB each, Workspace Reuse), and here
+    # giving either kernel more than half would cost the other more than it saves.
+    even = sum(
+        plan(planner, Recorded(), key=k.key, batch=k.batch, workspace_limit_bytes=4 * MiB).plan.time_ms for k in kernels
+    )
+    assert result.total_time_ms == pytest.approx(even) == pytest.approx(4 * 1.25 + 2 * 1.25)
+    skewed = planner.plan_network(kernels, backend_id=BACKEND, total_workspace_bytes=5 * MiB, policy="powerOfTwo")
+    assert skewed.total_workspace_bytes <= 5 * MiB and skewed.total_time_ms > result.total_time_ms
+    assert b1.calls == [16, 8, 4, 2, 1] and b2.calls == [8, 4, 2, 1]
+    again = planner.plan_network(kernels, backend_id=BACKEND, total_workspace_bytes=8 * MiB, policy="powerOfTwo")
+    assert again.plans == result.plans and b1.calls == [16, 8, 4, 2, 1]

@@ -1,0 +1,838 @@
+"""The SQLite cache of benchmark results and plans.
+
+Benchmark rows are keyed by (kernel key, micro-batch size b, backend id). The kernel key excludes N, so every
+mini-batch size that considers micro-batches of b samples shares the same rows. Every algorithm measured at b
+is stored whatever the workspace limit of the request that measured it, and limits are applied when reading:
+a later request with a larger limit sees the faster, hungrier algorithms (the original cached only what fitted).
+
+Plans are keyed by (kernel key, backend id, N, batch-size policy, workspace limit, deterministic_only) in the
+``plans`` table, whose layout the C shim may read directly::
+
+    plans(key, backend_id, batch, policy, workspace_limit, deterministic_only,
+          plan_json,        -- [[micro-batch size, algo, math type], ...] in execution order
+          time_ms, workspace_bytes, created_at)
+
+Several processes (data-parallel ranks) share one file: WAL mode, short ``BEGIN IMMEDIATE`` write transactions, a
+busy timeout and a retry on ``database is locked``. A file that is not ours (not SQLite, another application's
+id, a schema we do not know, or damaged pages) is renamed aside, never deleted, and a fresh cache is created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import json
+import math
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ucudnn import config
+from ucudnn.log import get_logger
+from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan, candidate_batch_sizes, parse_policy
+
+__all__ = [
+    "APPLICATION_ID",
+    "EXPORT_FORMAT",
+    "SCHEMA_VERSION",
+    "BenchmarkRow",
+    "Cache",
+    "CacheError",
+    "PlanKey",
+]
+
+log = get_logger("cache")
+
+# PRAGMA application_id: "ucDN" in ASCII, so `file` and other tools can tell our databases apart.
+APPLICATION_ID = 0x7563444E
+SCHEMA_VERSION = 1
+EXPORT_FORMAT = "ucudnn-cache"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 10.0
+# After the busy timeout, a few more tries: a rank that lost a race on a big write should wait, not fail.
+_LOCK_RETRIES = 5
+_SQLITE_INT_MAX = 2**63 - 1
+_KNOWN_POLICIES = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
+
+_SCHEMA = (
+    """CREATE TABLE benchmark_runs (
+        key TEXT NOT NULL,
+        backend_id TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        measured_at REAL NOT NULL,
+        PRIMARY KEY (key, backend_id, batch)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE benchmarks (
+        key TEXT NOT NULL,
+        backend_id TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        algo INTEGER NOT NULL,
+        math_type INTEGER NOT NULL,
+        status INTEGER NOT NULL,
+        time_ms REAL,
+        workspace_bytes INTEGER NOT NULL,
+        deterministic INTEGER NOT NULL,
+        PRIMARY KEY (key, backend_id, batch, algo, math_type)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE plans (
+        key TEXT,
+        backend_id TEXT,
+        batch INTEGER,
+        policy TEXT,
+        workspace_limit INTEGER,
+        deterministic_only INTEGER,
+        plan_json TEXT,
+        time_ms REAL,
+        workspace_bytes INTEGER,
+        created_at REAL,
+        PRIMARY KEY (key, backend_id, batch, policy, workspace_limit, deterministic_only)
+    )""",
+)
+_TABLES = frozenset({"benchmark_runs", "benchmarks", "plans"})
+
+T = TypeVar("T")
+
+
+class CacheError(ValueError):
+    """Bad input to the cache (an invalid import file, a bad argument); the message says what and where."""
+
+
+class _Unusable(Exception):
+    """The file at the cache path is not a usable ucudnn cache; the message says why."""
+
+
+@dataclass(frozen=True)
+class BenchmarkRow:
+    """One algorithm measured at one micro-batch size, as stored. ``status`` is the backend's status for this
+    algorithm (0: it ran); ``time_ms`` is ``inf`` for an algorithm that could not run."""
+
+    batch: int
+    algo: int
+    status: int
+    time_ms: float
+    workspace_bytes: int
+    deterministic: bool
+    math_type: int
+
+    @classmethod
+    def from_perf(cls, perf: AlgoPerf) -> BenchmarkRow:
+        ok = math.isfinite(perf.time_ms) and perf.time_ms >= 0
+        return cls(
+            perf.batch,
+            perf.algo,
+            0 if ok else -1,
+            perf.time_ms if ok else math.inf,
+            perf.workspace_bytes,
+            perf.deterministic,
+            perf.math_type,
+        )
+
+    @property
+    def usable(self) -> bool:
+        return self.status == 0 and math.isfinite(self.time_ms)
+
+    def to_perf(self) -> AlgoPerf:
+        return AlgoPerf(
+            self.batch,
+            self.algo,
+            self.time_ms if self.usable else math.inf,
+            self.workspace_bytes,
+            self.deterministic,
+            self.math_type,
+        )
+
+
+@dataclass(frozen=True)
+class PlanKey:
+    """Everything a stored plan depends on besides the benchmark rows it was computed from."""
+
+    key: str
+    backend_id: str
+    batch: int
+    policy: str
+    workspace_limit_bytes: int
+    deterministic_only: bool
+
+    def params(self) -> tuple[str, str, int, str, int, int]:
+        return (
+            self.key,
+            self.backend_id,
+            self.batch,
+            _canonical_policy(self.policy),
+            # SQLite integers are signed 64-bit; the shim may pass SIZE_MAX for "no limit", the same thing here.
+            min(self.workspace_limit_bytes, _SQLITE_INT_MAX),
+            int(self.deterministic_only),
+        )
+
+
+def _canonical_policy(name: str) -> str:
+    try:
+        return str(parse_policy(name).value)
+    except (ValueError, TypeError) as exc:
+        raise CacheError(str(exc)) from None
+
+
+def _utc_stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _sidecars(path: Path) -> tuple[Path, Path]:
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+class Cache:
+    """A ucudnn cache file (or, with ``Cache.in_memory()``, a private in-memory one).
+
+    Thread-safe: one connection per Cache (reopened after ``fork``), used under a lock; planning is rare and
+    short, so the lock is not contended in practice. Not to be shared across processes as an object: each
+    process opens its own ``Cache`` on the same path.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path: Path | None = Path(path) if path is not None else config.database_path()
+        if str(self.path) == ":memory:":
+            self.path = None
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = os.getpid()
+        #: Paths this Cache moved aside while opening (for tests and the CLI).
+        self.moved_aside: list[tuple[Path, Path]] = []
+        with self._lock:
+            self._connection()
+
+    @classmethod
+    def in_memory(cls) -> Cache:
+        """A private cache that lives as long as the object (for ``Planner(cache=None)`` and tests)."""
+        return cls(":memory:")
+
+    # ---------------------------------------------------------------- opening, corruption, transactions
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid != os.getpid():
+            # A forked child must not touch the parent's connection (SQLite forbids it); abandon, do not close.
+            self._conn = None
+            self._pid = os.getpid()
+        if self._conn is None:
+            self._conn = self._open()
+        return self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else str(self.path)
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path is None:
+            conn = self._connect()
+            self._prepare(conn)
+            return conn
+        if self.path.exists() and not self.path.is_file():
+            raise CacheError(f"the cache path {self.path} exists and is not a regular file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Serialise check-and-move-aside across processes, so two ranks finding the same bad file do not both
+        # rename (the second would move aside the fresh cache the first just created).
+        with self._file_lock():
+            try:
+                self._check_header(self.path)
+                conn = self._connect()
+                try:
+                    self._retry(lambda: self._prepare(conn))
+                except BaseException:
+                    conn.close()
+                    raise
+                return conn
+            except _Unusable as exc:
+                reason = str(exc)
+            except sqlite3.OperationalError:
+                raise  # cannot open, I/O error, locked, read-only: a problem of the file system, not the file
+            except sqlite3.DatabaseError as exc:  # SQLITE_CORRUPT, SQLITE_NOTADB
+                reason = f"SQLite cannot read it ({exc})"
+            self._move_aside(self.path, reason)
+            conn = self._connect()
+            self._retry(lambda: self._prepare(conn))
+            return conn
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        assert self.path is not None
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    @staticmethod
+    def _check_header(path: Path) -> None:
+        try:
+            with path.open("rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except FileNotFoundError:
+            return
+        if head and head != _SQLITE_MAGIC:
+            raise _Unusable("it is not an SQLite database")
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        # Identify the file before changing anything: switching a foreign file to WAL would rewrite its header.
+        fresh = self._classify(conn)
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            log.debug("%s: journal mode %s (WAL unavailable on this file system)", self.path, mode)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if fresh:
+            self._init_schema(conn)
+
+    @staticmethod
+    def _classify(conn: sqlite3.Connection) -> bool:
+        """True for an empty database, False for a good ucudnn cache; raises _Unusable for anything else."""
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == 0 and version == 0 and not tables:
+            return True
+        if app_id != APPLICATION_ID:
+            raise _Unusable(f"it belongs to another application (application_id {app_id:#x})")
+        if version != SCHEMA_VERSION:
+            raise _Unusable(f"its schema version {version} is not the supported {SCHEMA_VERSION}")
+        if not _TABLES <= tables:
+            raise _Unusable(f"tables are missing: {', '.join(sorted(_TABLES - tables))}")
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise _Unusable(f"its integrity check failed ({check})")
+        return False
+
+    @classmethod
+    def _init_schema(cls, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process (or, in memory, nobody) may have created it since we looked.
+            if cls._classify(conn):
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _move_aside(self, path: Path, reason: str) -> None:
+        stamp = _utc_stamp()
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists() or any(p.exists() for p in _sidecars(target)):
+            target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+            n += 1
+        os.replace(path, target)
+        for src, dst in zip(_sidecars(path), _sidecars(target), strict=True):
+            if src.exists():
+                os.replace(src, dst)
+        self.moved_aside.append((path, target))
+        log.warning(
+            "the cache %s is unusable: %s; moved it aside to %s and started a fresh cache", path, reason, target
+        )
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        for attempt in range(_LOCK_RETRIES + 1):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or attempt == _LOCK_RETRIES:
+                    raise
+                delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
+                log.debug("%s is locked (%s); retrying in %.2f s", self.path, exc, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one short write transaction, retried as a whole if the file stays locked."""
+
+        def attempt() -> T:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        with self._lock:
+            return self._retry(attempt)
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._retry(lambda: self._connection().execute(sql, params).fetchall())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Cache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Cache({str(self.path) if self.path else ':memory:'!r})"
+
+    # ---------------------------------------------------------------- benchmark rows
+
+    def put_benchmark(self, key: str, backend_id: str, batch: int, rows: Iterable[AlgoPerf | BenchmarkRow]) -> None:
+        """Record one benchmark run at micro-batch size ``batch``: every algorithm measured, usable or not.
+
+        Replaces an earlier run at the same (key, backend, batch): a run is stored whole, so concurrent ranks
+        measuring the same size leave one consistent set of rows.
+        """
+        stored = [r if isinstance(r, BenchmarkRow) else BenchmarkRow.from_perf(r) for r in rows]
+        _check_key(key, backend_id)
+        _check_positive("batch", batch)
+        for row in stored:
+            if row.batch != batch:
+                raise CacheError(f"a row for batch {row.batch} in the benchmark run for batch {batch}")
+            if row.algo < 0 or row.math_type < 0 or row.workspace_bytes < 0:
+                raise CacheError(f"negative algo, math type or workspace in {row}")
+        now = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO benchmark_runs (key, backend_id, batch, measured_at) VALUES (?, ?, ?, ?)",
+                (key, backend_id, batch, now),
+            )
+            conn.execute(
+                "DELETE FROM benchmarks WHERE key = ? AND backend_id = ? AND batch = ?", (key, backend_id, batch)
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO benchmarks (key, backend_id, batch, algo, math_type, status, time_ms, "
+                "workspace_bytes, deterministic) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        key,
+                        backend_id,
+                        batch,
+                        r.algo,
+                        r.math_type,
+                        r.status,
+                        r.time_ms if r.usable else None,
+                        r.workspace_bytes,
+                        int(r.deterministic),
+                    )
+                    for r in stored
+                ],
+            )
+
+        self._write(write)
+
+    def get_benchmarks(
+        self,
+        key: str,
+        backend_id: str,
+        batches: Iterable[int],
+        *,
+        workspace_limit_bytes: int | None = None,
+        deterministic_only: bool = False,
+        include_failed: bool = False,
+    ) -> dict[int, list[AlgoPerf]]:
+        """The stored runs among ``batches``: {b: perfs} for every b benchmarked (an empty list means it was
+        measured and nothing qualifies); sizes never benchmarked are absent. Rows are filtered here, at read
+        time, by the optional limit and determinism; failed algorithms come back (with ``inf`` time) only
+        with ``include_failed``. Rows are ordered by (algo, math type)."""
+        wanted = sorted(set(batches))
+        out: dict[int, list[AlgoPerf]] = {}
+        if not wanted:
+            return out
+        marks = ", ".join("?" * len(wanted))
+        for (b,) in self._read(
+            f"SELECT batch FROM benchmark_runs WHERE key = ? AND backend_id = ? AND batch IN ({marks})",
+            (key, backend_id, *wanted),
+        ):
+            out[int(b)] = []
+        rows = self._read(
+            "SELECT batch, algo, status, time_ms, workspace_bytes, deterministic, math_type FROM benchmarks "
+            f"WHERE key = ? AND backend_id = ? AND batch IN ({marks}) ORDER BY batch, algo, math_type",
+            (key, backend_id, *wanted),
+        )
+        for b, algo, status, t, ws, det, mt in rows:
+            row = BenchmarkRow(b, algo, status, math.inf if t is None else float(t), ws, bool(det), mt)
+            if b not in out or (not row.usable and not include_failed):
+                continue
+            if workspace_limit_bytes is not None and row.workspace_bytes > workspace_limit_bytes:
+                continue
+            if deterministic_only and not row.deterministic:
+                continue
+            out[b].append(row.to_perf())
+        return out
+
+    def get_benchmark(self, key: str, backend_id: str, batch: int, **filters: Any) -> list[AlgoPerf] | None:
+        """One size's stored run (see ``get_benchmarks``), or None if ``batch`` was never benchmarked."""
+        return self.get_benchmarks(key, backend_id, [batch], **filters).get(batch)
+
+    # ---------------------------------------------------------------- plans
+
+    def put_plan(self, pk: PlanKey, plan: Plan) -> None:
+        """Store ``plan`` under ``pk`` (replacing any earlier one)."""
+        _check_key(pk.key, pk.backend_id)
+        _check_positive("batch", pk.batch)
+        if plan.batch != pk.batch:
+            raise CacheError(f"plan covers {plan.batch} samples, not batch {pk.batch}")
+        if plan.workspace_bytes > pk.workspace_limit_bytes:
+            raise CacheError(f"plan needs {plan.workspace_bytes} B, over the limit {pk.workspace_limit_bytes} B")
+        if not _is_time(plan.time_ms):
+            raise CacheError(f"plan time {plan.time_ms!r} ms is not a finite non-negative number")
+        plan_json = json.dumps([[mb.batch, mb.algo, mb.math_type] for mb in plan.micro_batches])
+        params = (*pk.params(), plan_json, float(plan.time_ms), int(plan.workspace_bytes), time.time())
+        self._write(
+            lambda conn: conn.execute(
+                "INSERT OR REPLACE INTO plans (key, backend_id, batch, policy, workspace_limit, deterministic_only, "
+                "plan_json, time_ms, workspace_bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                params,
+            )
+        )
+
+    def get_plan(self, pk: PlanKey, *, algo_count: int | None = None) -> Plan | None:
+        """The stored plan for ``pk``, validated, or None. A stored row that fails validation (sizes that do not
+        sum to N, sizes the policy does not allow, algorithms out of range, a workspace over the limit, a
+        non-deterministic kernel in a deterministic plan) is ignored with a warning; planning again replaces it.
+
+        Micro-batch times, workspaces and determinism come from the benchmark rows; a step whose size was
+        benchmarked without that algorithm running makes the row bad. A size with no stored run at all (a plan
+        imported alone, or written by another tool) gets its time apportioned from the plan's totals."""
+        rows = self._read(
+            "SELECT plan_json, time_ms, workspace_bytes FROM plans WHERE key = ? AND backend_id = ? AND batch = ? "
+            "AND policy = ? AND workspace_limit = ? AND deterministic_only = ?",
+            pk.params(),
+        )
+        if not rows:
+            return None
+        plan_json, time_ms, workspace_bytes = rows[0]
+        try:
+            steps = _validate_plan_row(pk, plan_json, time_ms, workspace_bytes, algo_count)
+            plan = self._rebuild(pk, steps, float(time_ms), int(workspace_bytes))
+        except CacheError as exc:
+            log.warning("ignoring a bad cached plan in %s for %s at N=%d: %s", self, pk.key, pk.batch, exc)
+            return None
+        return plan
+
+    def _rebuild(self, pk: PlanKey, steps: list[tuple[int, int, int]], time_ms: float, ws: int) -> Plan:
+        measured = self.get_benchmarks(pk.key, pk.backend_id, {b for b, _, _ in steps})
+        by_id = {(p.batch, p.algo, p.math_type): p for perfs in measured.values() for p in perfs}
+        micro: list[MicroBatch] = []
+        for b, algo, mt in steps:
+            perf = by_id.get((b, algo, mt))
+            if perf is None and b in measured:
+                raise CacheError(f"algo {algo} (math type {mt}) did not run at b={b} when it was benchmarked")
+            if perf is None:
+                micro.append(MicroBatch(b, algo, time_ms * b / pk.batch, ws, pk.deterministic_only, mt))
+                continue
+            if perf.workspace_bytes > pk.workspace_limit_bytes:
+                raise CacheError(f"algo {algo} at b={b} needs {perf.workspace_bytes} B, over the limit")
+            if pk.deterministic_only and not perf.deterministic:
+                raise CacheError(f"algo {algo} at b={b} is not deterministic")
+            micro.append(MicroBatch.from_perf(perf))
+        return Plan(tuple(micro))
+
+    # ---------------------------------------------------------------- maintenance (the `ucudnn db` CLI)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for ``ucudnn db stats``; file sizes include the WAL."""
+
+        def one(sql: str) -> int:
+            return int(self._read(sql)[0][0])
+
+        backends: dict[str, dict[str, int]] = {}
+        for backend, n in self._read("SELECT backend_id, COUNT(*) FROM benchmark_runs GROUP BY backend_id"):
+            backends.setdefault(backend, {"benchmark_runs": 0, "plans": 0})["benchmark_runs"] = int(n)
+        for backend, n in self._read("SELECT backend_id, COUNT(*) FROM plans GROUP BY backend_id"):
+            backends.setdefault(backend, {"benchmark_runs": 0, "plans": 0})["plans"] = int(n)
+        size = 0
+        if self.path is not None:
+            for p in (self.path, *_sidecars(self.path)):
+                with contextlib.suppress(FileNotFoundError):
+                    size += p.stat().st_size
+        return {
+            "path": str(self.path) if self.path else ":memory:",
+            "schema_version": SCHEMA_VERSION,
+            "kernels": one("SELECT COUNT(*) FROM (SELECT key FROM benchmark_runs UNION SELECT key FROM plans)"),
+            "benchmark_runs": one("SELECT COUNT(*) FROM benchmark_runs"),
+            "benchmark_rows": one("SELECT COUNT(*) FROM benchmarks"),
+            "plans": one("SELECT COUNT(*) FROM plans"),
+            "file_bytes": size,
+            "backends": dict(sorted(backends.items())),
+        }
+
+    def list_kernels(self) -> list[dict[str, Any]]:
+        """Per (kernel key, backend): the micro-batch sizes benchmarked and the stored plans, sorted."""
+        kernels: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def entry(key: str, backend: str) -> dict[str, Any]:
+            return kernels.setdefault(
+                (key, backend), {"key": key, "backend_id": backend, "batches_benchmarked": [], "plans": []}
+            )
+
+        for key, backend, b in self._read("SELECT key, backend_id, batch FROM benchmark_runs ORDER BY 1, 2, 3"):
+            entry(key, backend)["batches_benchmarked"].append(int(b))
+        for key, backend, b, pol, lim, det, pj, t, ws in self._read(
+            "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
+            "workspace_bytes FROM plans ORDER BY 1, 2, 3, 4, 5, 6"
+        ):
+            entry(key, backend)["plans"].append(
+                {
+                    "batch": b,
+                    "policy": pol,
+                    "workspace_limit": lim,
+                    "deterministic_only": bool(det),
+                    "micro_batches": _loads_or_raw(pj),
+                    "time_ms": t,
+                    "workspace_bytes": ws,
+                }
+            )
+        return [kernels[k] for k in sorted(kernels)]
+
+    def export(self) -> dict[str, Any]:
+        """Everything, as a JSON-ready object in a stable order (``import_data`` reads it back)."""
+        runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+        for key, backend, b, at in self._read(
+            "SELECT key, backend_id, batch, measured_at FROM benchmark_runs ORDER BY 1, 2, 3"
+        ):
+            runs[(key, backend, b)] = {"key": key, "backend_id": backend, "batch": b, "measured_at": at, "algos": []}
+        for key, backend, b, algo, mt, status, t, ws, det in self._read(
+            "SELECT key, backend_id, batch, algo, math_type, status, time_ms, workspace_bytes, deterministic "
+            "FROM benchmarks ORDER BY 1, 2, 3, 4, 5"
+        ):
+            run = runs.get((key, backend, b))
+            if run is not None:
+                run["algos"].append(
+                    {
+                        "algo": algo,
+                        "math_type": mt,
+                        "status": status,
+                        "time_ms": t,
+                        "workspace_bytes": ws,
+                        "deterministic": bool(det),
+                    }
+                )
+        plans = [
+            {
+                "key": key,
+                "backend_id": backend,
+                "batch": b,
+                "policy": pol,
+                "workspace_limit": lim,
+                "deterministic_only": bool(det),
+                "micro_batches": _loads_or_raw(pj),
+                "time_ms": t,
+                "workspace_bytes": ws,
+                "created_at": at,
+            }
+            for key, backend, b, pol, lim, det, pj, t, ws, at in self._read(
+                "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
+                "workspace_bytes, created_at FROM plans ORDER BY 1, 2, 3, 4, 5, 6"
+            )
+        ]
+        return {"format": EXPORT_FORMAT, "version": SCHEMA_VERSION, "benchmarks": list(runs.values()), "plans": plans}
+
+    def import_data(self, data: Any) -> dict[str, int]:
+        """Merge an ``export()`` object: validated as a whole first (CacheError naming the bad element, nothing
+        written), then written in one transaction. Imported runs and plans replace stored ones with the same key.
+        Returns the counts written."""
+        runs, plans = _validate_import(data)
+
+        def write(conn: sqlite3.Connection) -> None:
+            for run in runs:
+                ident = (run["key"], run["backend_id"], run["batch"])
+                conn.execute(
+                    "INSERT OR REPLACE INTO benchmark_runs (key, backend_id, batch, measured_at) VALUES (?, ?, ?, ?)",
+                    (*ident, run["measured_at"]),
+                )
+                conn.execute("DELETE FROM benchmarks WHERE key = ? AND backend_id = ? AND batch = ?", ident)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO benchmarks (key, backend_id, batch, algo, math_type, status, time_ms, "
+                    "workspace_bytes, deterministic) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            *ident,
+                            a["algo"],
+                            a["math_type"],
+                            a["status"],
+                            a["time_ms"],
+                            a["workspace_bytes"],
+                            int(a["deterministic"]),
+                        )
+                        for a in run["algos"]
+                    ],
+                )
+            conn.executemany(
+                "INSERT OR REPLACE INTO plans (key, backend_id, batch, policy, workspace_limit, deterministic_only, "
+                "plan_json, time_ms, workspace_bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        p["key"],
+                        p["backend_id"],
+                        p["batch"],
+                        p["policy"],
+                        p["workspace_limit"],
+                        int(p["deterministic_only"]),
+                        json.dumps(p["micro_batches"]),
+                        p["time_ms"],
+                        p["workspace_bytes"],
+                        p["created_at"],
+                    )
+                    for p in plans
+                ],
+            )
+
+        self._write(write)
+        return {"benchmark_runs": len(runs), "benchmark_rows": sum(len(r["algos"]) for r in runs), "plans": len(plans)}
+
+    def clear(self, *, plans_only: bool = False) -> dict[str, int]:
+        """Delete every plan, and unless ``plans_only`` every benchmark row too. Returns the counts deleted."""
+
+        def write(conn: sqlite3.Connection) -> dict[str, int]:
+            counts = {"plans": conn.execute("DELETE FROM plans").rowcount}
+            if not plans_only:
+                counts["benchmark_rows"] = conn.execute("DELETE FROM benchmarks").rowcount
+                counts["benchmark_runs"] = conn.execute("DELETE FROM benchmark_runs").rowcount
+            return counts
+
+        counts = self._write(write)
+        if not plans_only and self.path is not None:
+            with self._lock, contextlib.suppress(sqlite3.OperationalError):
+                self._connection().execute("VACUUM")
+        return counts
+
+
+# -------------------------------------------------------------------- validation helpers
+
+
+def _check_key(key: object, backend_id: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise CacheError(f"kernel key must be a non-empty str, not {key!r}")
+    if not isinstance(backend_id, str):
+        raise CacheError(f"backend id must be a str, not {backend_id!r}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CacheError(f"{name} must be a positive int, not {value!r}")
+
+
+def _is_int(value: object, minimum: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= _SQLITE_INT_MAX
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _loads_or_raw(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _parse_steps(raw: object, batch: int, policy: str, algo_count: int | None) -> list[tuple[int, int, int]]:
+    """The micro-batches of a stored plan, checked: [[b, algo, math_type], ...], each b allowed by the policy,
+    sizes summing to ``batch``."""
+    if not isinstance(raw, list) or not raw:
+        raise CacheError("micro_batches must be a non-empty list of [batch, algo, math_type]")
+    steps: list[tuple[int, int, int]] = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 3 and _is_int(item[0], 1) and all(map(_is_int, item[1:]))):
+            raise CacheError(f"micro-batch {item!r} is not [batch >= 1, algo >= 0, math_type >= 0]")
+        steps.append((item[0], item[1], item[2]))
+    total = sum(b for b, _, _ in steps)
+    if total != batch:
+        raise CacheError(f"micro-batch sizes sum to {total}, not N={batch}")
+    if policy not in _KNOWN_POLICIES:
+        raise CacheError(f"unknown policy {policy!r} (expected one of {', '.join(_KNOWN_POLICIES)})")
+    allowed = set(candidate_batch_sizes(batch, policy))
+    if any(b not in allowed for b, _, _ in steps):
+        raise CacheError(f"micro-batch sizes {[b for b, _, _ in steps]} are not allowed by policy {policy}")
+    if algo_count is not None and any(a >= algo_count for _, a, _ in steps):
+        raise CacheError(f"an algorithm is out of range 0..{algo_count - 1}")
+    return steps
+
+
+def _validate_plan_row(
+    pk: PlanKey, plan_json: object, time_ms: object, workspace_bytes: object, algo_count: int | None
+) -> list[tuple[int, int, int]]:
+    try:
+        raw = json.loads(plan_json) if isinstance(plan_json, str) else None
+    except ValueError:
+        raw = None
+    if raw is None:
+        raise CacheError(f"plan_json is not JSON: {plan_json!r:.80}")
+    steps = _parse_steps(raw, pk.batch, _canonical_policy(pk.policy), algo_count)
+    if not _is_time(time_ms):
+        raise CacheError(f"time_ms {time_ms!r} is not a finite non-negative number")
+    if not _is_int(workspace_bytes) or workspace_bytes > pk.workspace_limit_bytes:  # type: ignore[operator]
+        raise CacheError(f"workspace {workspace_bytes!r} B is not within the limit {pk.workspace_limit_bytes} B")
+    return steps
+
+
+def _require(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise CacheError(f"{where}: {what}")
+
+
+def _validate_import(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    _require(isinstance(data, Mapping), "import", "the top level must be a JSON object")
+    _require(data.get("format") == EXPORT_FORMAT, "import", f"'format' must be {EXPORT_FORMAT!r}")
+    _require(data.get("version") == SCHEMA_VERSION, "import", f"'version' must be {SCHEMA_VERSION}")
+    runs, plans = data.get("benchmarks", []), data.get("plans", [])
+    _require(isinstance(runs, list) and isinstance(plans, list), "import", "'benchmarks' and 'plans' must be lists")
+    for i, run in enumerate(runs):
+        where = f"benchmarks[{i}]"
+        _require(isinstance(run, Mapping), where, "must be an object")
+        _require(isinstance(run.get("key"), str) and bool(run["key"]), where, "'key' must be a non-empty string")
+        _require(isinstance(run.get("backend_id"), str), where, "'backend_id' must be a string")
+        _require(_is_int(run.get("batch"), 1), where, "'batch' must be a positive integer")
+        _require(_is_time(run.get("measured_at")), where, "'measured_at' must be a timestamp")
+        algos = run.get("algos")
+        _require(isinstance(algos, list), where, "'algos' must be a list")
+        for j, a in enumerate(algos):
+            w = f"{where}.algos[{j}]"
+            _require(isinstance(a, Mapping), w, "must be an object")
+            for field in ("algo", "math_type", "workspace_bytes"):
+                _require(_is_int(a.get(field)), w, f"'{field}' must be a non-negative integer")
+            _require(_is_int(a.get("status"), -(2**31)), w, "'status' must be an integer")
+            _require(isinstance(a.get("deterministic"), bool), w, "'deterministic' must be true or false")
+            t = a.get("time_ms")
+            _require(t is None if a["status"] != 0 else _is_time(t), w, "'time_ms' must be >= 0 (null if failed)")
+    for i, p in enumerate(plans):
+        where = f"plans[{i}]"
+        _require(isinstance(p, Mapping), where, "must be an object")
+        _require(isinstance(p.get("key"), str) and bool(p["key"]), where, "'key' must be a non-empty string")
+        _require(isinstance(p.get("backend_id"), str), where, "'backend_id' must be a string")
+        _require(_is_int(p.get("batch"), 1), where, "'batch' must be a positive integer")
+        _require(p.get("policy") in _KNOWN_POLICIES, where, f"'policy' must be one of {', '.join(_KNOWN_POLICIES)}")
+        _require(_is_int(p.get("workspace_limit")), where, "'workspace_limit' must be a non-negative integer")
+        _require(isinstance(p.get("deterministic_only"), bool), where, "'deterministic_only' must be true or false")
+        _require(_is_time(p.get("created_at")), where, "'created_at' must be a timestamp")
+        pk = PlanKey(p["key"], p["backend_id"], p["batch"], p["policy"], p["workspace_limit"], p["deterministic_only"])
+        try:
+            _validate_plan_row(pk, json.dumps(p.get("micro_batches")), p.get("time_ms"), p.get("workspace_bytes"), None)
+        except CacheError as exc:
+            raise CacheError(f"{where}: {exc}") from None
+    return list(runs), list(plans)

@@ -1,0 +1,140 @@
+"""``ucudnn db``: inspect and maintain the SQLite cache of benchmarks and plans.
+
+``stats``, ``list``, ``export [FILE]`` (stdout by default), ``import FILE`` (``-`` for stdin), ``clear
+[--plans-only] [--yes]``. Exit status 0 on success, 2 for bad input (a one-line message on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ucudnn import config
+from ucudnn.cache import Cache, CacheError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+class _BadInput(Exception):
+    pass
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "db",
+        help="inspect and maintain the cache of benchmarks and plans",
+        description="Inspect and maintain the SQLite cache (UCUDNN_DATABASE, else the per-user default).",
+    )
+    p.add_argument("--database", metavar="PATH", help="cache file (default: from UCUDNN_DATABASE or per-user)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    stats = actions.add_parser("stats", help="counts of kernels, benchmark rows and plans; file size; backends")
+    stats.add_argument("--json", action="store_true", help="print a JSON object")
+    listing = actions.add_parser("list", help="kernels with the batch sizes benchmarked and their plans")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    export = actions.add_parser("export", help="write everything as JSON (stable order)")
+    export.add_argument("file", nargs="?", default="-", metavar="FILE", help="output file (default: stdout)")
+    imp = actions.add_parser("import", help="merge a JSON export into the cache (validated first)")
+    imp.add_argument("file", metavar="FILE", help="JSON file written by `ucudnn db export` (- for stdin)")
+    clear = actions.add_parser("clear", help="delete everything, or only the plans")
+    clear.add_argument("--plans-only", action="store_true", help="keep the benchmark rows")
+    clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        path = Path(args.database).expanduser() if args.database else config.database_path()
+        if args.action == "import":
+            data = _read_json(args.file)  # before opening: a bad file must not create an empty cache
+        with Cache(path) as cache:
+            if args.action == "stats":
+                _print_stats(cache.stats(), args.json)
+            elif args.action == "list":
+                _print_list(cache.list_kernels(), args.json)
+            elif args.action == "export":
+                _write_json(cache.export(), args.file)
+            elif args.action == "import":
+                counts = cache.import_data(data)
+                print(f"imported {_counts(counts)} into {path}")
+            elif args.action == "clear":
+                what = "all plans" if args.plans_only else "all benchmarks and plans"
+                if not args.yes and not _confirm(f"delete {what} in {path}?"):
+                    raise _BadInput(f"not clearing {path} without confirmation (pass --yes)")
+                print(f"deleted {_counts(cache.clear(plans_only=args.plans_only))} from {path}")
+    except (_BadInput, CacheError, config.ConfigError) as exc:
+        print(f"ucudnn db: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"ucudnn db: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items())
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _read_json(file: str) -> Any:
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _BadInput(f"cannot read {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise _BadInput(f"{file} is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _BadInput(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def _write_json(data: Any, file: str) -> None:
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    if file == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(file).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _BadInput(f"cannot write {file}: {exc.strerror or exc}") from None
+
+
+def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(stats, indent=2, sort_keys=True))
+        return
+    print(f"database:        {stats['path']} (schema {stats['schema_version']}, {stats['file_bytes']} bytes)")
+    print(f"kernels:         {stats['kernels']}")
+    print(f"benchmark runs:  {stats['benchmark_runs']} ({stats['benchmark_rows']} algorithm rows)")
+    print(f"plans:           {stats['plans']}")
+    for backend, counts in stats["backends"].items():
+        print(f"backend:         {backend}: {counts['benchmark_runs']} runs, {counts['plans']} plans")
+
+
+def _print_list(kernels: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(kernels, indent=2, sort_keys=True))
+        return
+    for k in kernels:
+        print(f"{k['key']}  [{k['backend_id']}]")
+        sizes = k["batches_benchmarked"]
+        print(f"  benchmarked at b = {', '.join(map(str, sizes)) if sizes else '(none)'}")
+        for p in k["plans"]:
+            steps = p["micro_batches"]
+            try:
+                shown = " + ".join(f"{s[0]}:algo{s[1]}" for s in steps)
+                cost = f"{float(p['time_ms']):.6g} ms, {config.format_size(int(p['workspace_bytes']))}"
+            except (TypeError, ValueError, IndexError, KeyError):  # a damaged row is shown, not fatal
+                shown, cost = repr(steps), f"{p['time_ms']!r} ms, {p['workspace_bytes']!r} B"
+            limit = p["workspace_limit"]
+            limit_text = config.format_size(limit) if isinstance(limit, int) else repr(limit)
+            det = " det" if p["deterministic_only"] else ""
+            print(f"  plan N={p['batch']} {p['policy']} limit={limit_text}{det}: {shown}  {cost}")

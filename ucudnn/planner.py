@@ -1,0 +1,275 @@
+"""The planner: turns a kernel (key, N, limit, policy) into a micro-batch plan, benchmarking only what the cache
+lacks.
+
+The benchmark is a parameter (``Callable[[int], Sequence[AlgoPerf]]``, "measure every algorithm at N = b"): the
+shim's bridge passes one that calls back into ``cudnnFind*``; tests pass recorded tables. A size whose
+benchmark raises or returns nothing is unusable for this request (logged, not fatal) and is measured again on a
+later request; algorithms that could not run come back with an infinite time and are simply never chosen.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ucudnn import config
+from ucudnn import policy as _policy
+from ucudnn.cache import Cache, CacheError, PlanKey
+from ucudnn.log import get_logger
+from ucudnn.optimizer import (
+    AlgoPerf,
+    BatchSizePolicy,
+    DivisionResult,
+    KernelOptions,
+    Plan,
+    PlanResult,
+    Status,
+    best_plan,
+    candidate_batch_sizes,
+    divide_workspace,
+    pareto_front,
+    parse_policy,
+)
+
+__all__ = ["Benchmark", "NetworkKernel", "Planner"]
+
+log = get_logger("planner")
+
+Benchmark = Callable[[int], Sequence[AlgoPerf]]
+
+
+@dataclass(frozen=True)
+class NetworkKernel:
+    """One kernel of a network for Workspace Division: its key (N excluded), mini-batch size, number of valid
+    algorithms, and how to benchmark it at N = b. ``op`` (0-2, as in ucudnn.h) is used for policy overrides."""
+
+    key: str
+    batch: int
+    algo_count: int
+    benchmark: Benchmark
+    op: int | None = None
+
+
+@dataclass(frozen=True)
+class _Measured:
+    perfs: tuple[AlgoPerf, ...]
+    unusable_sizes: tuple[int, ...]  # benchmark raised or returned nothing
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _pick_with_slack(front: Sequence[Plan], slack: float) -> PlanResult:
+    """The least-workspace plan of a Pareto front whose time is within (1 + slack) of the fastest."""
+    if not front:
+        return PlanResult(Status.INFEASIBLE, None, "no plan fits the workspace limit")
+    fastest = min(p.time_ms for p in front)
+    chosen = min((p for p in front if p.time_ms <= fastest * (1.0 + slack)), key=lambda p: p.workspace_bytes)
+    return PlanResult(
+        Status.OPTIMAL,
+        chosen,
+        f"least workspace within {slack:.0%} of the fastest ({chosen.time_ms:.6g} ms vs {fastest:.6g} ms)",
+    )
+
+
+class Planner:
+    """Plans kernels against a cache. ``Planner()`` keeps everything in memory for its own lifetime.
+
+    ``policy`` supplies the Python-side settings (``deterministic_only``, ``time_slack``, per-kernel overrides)
+    on top of each request; None means the policy in force (``ucudnn.policy.current()``), read at each call.
+    Thread-safe: the cache serialises its own access, and planning holds no other shared state.
+    """
+
+    def __init__(self, cache: Cache | None = None, *, policy: _policy.WorkspacePolicy | None = None) -> None:
+        self.cache = cache if cache is not None else Cache.in_memory()
+        self.policy = policy
+
+    def _settings(self) -> _policy.WorkspacePolicy:
+        if self.policy is not None:
+            return self.policy
+        try:
+            return _policy.current()
+        except config.ConfigError as exc:
+            log.warning("%s; planning with the defaults", exc)
+            return _policy.WorkspacePolicy()
+
+    def plan(
+        self,
+        *,
+        key: str,
+        backend_id: str,
+        batch: int,
+        workspace_limit_bytes: int,
+        policy: str | BatchSizePolicy,
+        deterministic_only: bool,
+        algo_count: int,
+        benchmark: Benchmark,
+        op: int | None = None,
+    ) -> PlanResult:
+        """The plan for one kernel at mini-batch ``batch`` whose workspace is at most ``workspace_limit_bytes``.
+
+        A stored plan is returned without benchmarking; otherwise the candidate sizes the cache lacks are
+        benchmarked (largest first), stored, and the optimizer run. Status OPTIMAL carries the plan; INFEASIBLE
+        means nothing fits (the shim passes the call through). Raises ValueError for malformed arguments.
+        """
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"key must be a non-empty str, not {key!r}")
+        if not isinstance(backend_id, str):
+            raise ValueError(f"backend_id must be a str, not {backend_id!r}")
+        _check_int("batch", batch, 1)
+        _check_int("workspace_limit_bytes", workspace_limit_bytes, 0)
+        _check_int("algo_count", algo_count, 1)
+        pol = parse_policy(policy)
+        settings = self._settings()
+        override = settings.override_for(key, op)
+        limit = (
+            workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
+        )
+        deterministic = bool(deterministic_only) or settings.deterministic_only
+        slack = settings.time_slack
+        # A slack plan is not what the plan key (which has no slack column) promises to other readers.
+        persist = slack == 0.0
+        pk = PlanKey(key, backend_id, batch, pol.value, limit, deterministic)
+
+        if persist:
+            hit = self._cached_plan(pk, algo_count)
+            if hit is not None:
+                log.debug("cached plan for %s at N=%d: %d micro-batch(es)", key, batch, len(hit.micro_batches))
+                return PlanResult(Status.OPTIMAL, hit, "cached plan")
+
+        measured = self._measure(key, backend_id, candidate_batch_sizes(batch, pol), algo_count, benchmark)
+        if slack == 0.0:
+            result = best_plan(
+                measured.perfs, batch=batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
+            )
+        else:
+            front = pareto_front(
+                measured.perfs, batch=batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
+            )
+            result = _pick_with_slack(front, slack)
+        if measured.unusable_sizes:
+            note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
+            result = PlanResult(result.status, result.plan, result.message + note)
+        if result.status is Status.OPTIMAL and result.plan is not None:
+            # Plans made without some sizes are not stored: the next request measures those sizes again.
+            if persist and not measured.unusable_sizes:
+                self._store_plan(pk, result.plan)
+            log.info(
+                "planned %s at N=%d under %d B: %d micro-batch(es), %.6g ms, %d B",
+                key,
+                batch,
+                limit,
+                len(result.plan.micro_batches),
+                result.plan.time_ms,
+                result.plan.workspace_bytes,
+            )
+        else:
+            log.info("no plan for %s at N=%d under %d B: %s", key, batch, limit, result.message)
+        return result
+
+    def plan_network(
+        self,
+        kernels: Sequence[NetworkKernel],
+        *,
+        backend_id: str,
+        total_workspace_bytes: int,
+        policy: str | BatchSizePolicy,
+        deterministic_only: bool = False,
+        time_limit_s: float | None = None,
+    ) -> DivisionResult:
+        """Workspace Division: one plan per kernel, minimising the total time with the plans' workspaces summing
+        to at most ``total_workspace_bytes``. ``result.plans[i]`` is kernel ``i``'s plan.
+
+        Each kernel's candidates are its Pareto front under the whole budget (capped by a matching policy
+        override), computed from cached benchmarks plus whatever is missing. The division itself is not cached:
+        it depends on every kernel of the network, and re-solving from cached fronts takes milliseconds.
+        """
+        _check_int("total_workspace_bytes", total_workspace_bytes, 0)
+        pol = parse_policy(policy)
+        settings = self._settings()
+        deterministic = bool(deterministic_only) or settings.deterministic_only
+        options: list[KernelOptions] = []
+        for k in kernels:
+            _check_int("batch", k.batch, 1)
+            _check_int("algo_count", k.algo_count, 1)
+            override = settings.override_for(k.key, k.op)
+            limit = (
+                total_workspace_bytes
+                if override is None
+                else min(total_workspace_bytes, override.workspace_limit_bytes)
+            )
+            measured = self._measure(k.key, backend_id, candidate_batch_sizes(k.batch, pol), k.algo_count, k.benchmark)
+            front = pareto_front(
+                measured.perfs, batch=k.batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
+            )
+            options.append(KernelOptions(k.key, front))
+        return divide_workspace(options, total_workspace_bytes=total_workspace_bytes, time_limit_s=time_limit_s)
+
+    # ---------------------------------------------------------------- internals
+
+    def _cached_plan(self, pk: PlanKey, algo_count: int) -> Plan | None:
+        try:
+            return self.cache.get_plan(pk, algo_count=algo_count)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot read plans from %s (%s); planning afresh", self.cache, exc)
+            return None
+
+    def _store_plan(self, pk: PlanKey, plan: Plan) -> None:
+        try:
+            self.cache.put_plan(pk, plan)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot store a plan in %s: %s", self.cache, exc)
+
+    def _measure(
+        self, key: str, backend_id: str, sizes: Sequence[int], algo_count: int, benchmark: Benchmark
+    ) -> _Measured:
+        """Usable measurements at ``sizes`` (cached where possible), with algorithms outside range(algo_count)
+        and algorithms that could not run dropped."""
+        try:
+            stored = self.cache.get_benchmarks(key, backend_id, sizes)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot read benchmarks from %s (%s); benchmarking afresh", self.cache, exc)
+            stored = {}
+        unusable: list[int] = []
+        for b in sorted(sizes, reverse=True):
+            if b in stored:
+                continue
+            rows = self._run_benchmark(key, b, benchmark)
+            if rows is None:
+                unusable.append(b)
+                continue
+            try:
+                self.cache.put_benchmark(key, backend_id, b, rows)
+            except (sqlite3.Error, CacheError) as exc:
+                log.warning("cannot store benchmarks of %s at b=%d in %s: %s", key, b, self.cache, exc)
+            stored[b] = rows
+        perfs = tuple(
+            p
+            for b in sorted(stored)
+            for p in stored[b]
+            if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0
+        )
+        return _Measured(perfs, tuple(sorted(unusable)))
+
+    @staticmethod
+    def _run_benchmark(key: str, b: int, benchmark: Benchmark) -> list[AlgoPerf] | None:
+        try:
+            raw = list(benchmark(b))
+        except Exception as exc:  # any failure of one size must not fail the plan
+            log.warning(
+                "benchmark of %s at b=%d failed (%s: %s); that size is not used", key, b, type(exc).__name__, exc
+            )
+            return None
+        rows = [p for p in raw if isinstance(p, AlgoPerf) and p.batch == b]
+        if len(rows) != len(raw):
+            log.warning("benchmark of %s at b=%d returned %d malformed row(s); ignored", key, b, len(raw) - len(rows))
+        rows = [p for p in rows if p.algo >= 0 and p.workspace_bytes >= 0 and p.math_type >= 0]
+        if not rows:
+            log.info("benchmark of %s at b=%d returned no algorithms; that size is not used", key, b)
+            return None
+        return rows
