@@ -1,0 +1,118 @@
+/*
+ * BackwardData ALGO_1: GEMM + col2im. For each group, col = W_g^T * dY_g ([C/groups * taps x N * P*Q], the
+ * workspace, grows linearly with N) in one BLAS call when dy's (n, positions) share one stride (NHWC), one per
+ * sample otherwise, with a [K/groups x P*Q] staging copy of dy only for strides BLAS cannot read; then
+ * col2im scatters col into dx (pre-scaled by beta). Deterministic.
+ * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ */
+#ifndef HB_T
+#include "hb_kern.h"
+
+enum { FUSED = 0, PER_SAMPLE = 1, STAGED = 2 };
+
+typedef struct {
+    int order, mode;
+    hb_gemm_call call;
+    size_t col_bytes, total;
+} plan;
+
+static int make_plan(const hb_problem *p, plan *pl) {
+    hb_geom G;
+    hb_geom_init(&G, p);
+    const size_t es = hb_elem_size(p);
+    pl->order = hb_filter_order(p);
+    if (pl->order == HB_ORDER_NONE) return 0;
+    const int64_t ncol = G.n * G.pout;
+    hb_mview a = {G.crs, G.kg, 1, p->w.stride_k};
+    int64_t bss = hb_batch_spatial_stride(&p->y), ss = hb_spatial_stride(&p->y);
+    pl->col_bytes = hb_align(hb_bytes(G.crs * ncol, es));
+    pl->total = pl->col_bytes;
+    if (bss) {
+        hb_mview b = {G.kg, ncol, p->y.stride_c, bss}, c = {G.crs, ncol, ncol, 1};
+        if (hb_gemm_plan(a, b, c, &pl->call)) {
+            pl->mode = FUSED;
+            return pl->total != SIZE_MAX;
+        }
+    }
+    hb_mview c = {G.crs, G.pout, ncol, 1};
+    if (ss) {
+        hb_mview b = {G.kg, G.pout, p->y.stride_c, ss};
+        if (hb_gemm_plan(a, b, c, &pl->call)) {
+            pl->mode = PER_SAMPLE;
+            return pl->total != SIZE_MAX;
+        }
+    }
+    hb_mview b = {G.kg, G.pout, G.pout, 1};
+    if (!hb_gemm_plan(a, b, c, &pl->call)) return 0;
+    pl->mode = STAGED;
+    pl->total = hb_add_bytes(pl->total, hb_bytes(G.kg * G.pout, es));
+    return pl->total != SIZE_MAX;
+}
+
+#define HB_T float
+#define HB_F(name) name##_f
+#include "hb_bwd_data_gemm.c"
+#undef HB_T
+#undef HB_F
+#define HB_T double
+#define HB_F(name) name##_d
+#include "hb_bwd_data_gemm.c"
+#undef HB_T
+#undef HB_F
+
+static size_t workspace(const hb_problem *p) {
+    plan pl;
+    return make_plan(p, &pl) ? pl.total : SIZE_MAX;
+}
+
+static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, void *dx, double alpha, double beta,
+                         void *ws, size_t ws_bytes) {
+    (void)ws_bytes;
+    plan pl;
+    if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
+    if (p->dtype == CUDNN_DATA_DOUBLE)
+        bwd_data_gemm_d(p, &pl, w, dy, dx, alpha, beta, ws);
+    else
+        bwd_data_gemm_f(p, &pl, w, dy, dx, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+const hb_algo hb_bwd_data_algo1 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "ALGO_1", 1, 20.0, workspace, run};
+
+#else
+
+static void HB_F(bwd_data_gemm)(const hb_problem *p, const plan *pl, const HB_T *w, const HB_T *dy, HB_T *dx,
+                                double alpha, double beta, void *ws) {
+    hb_geom G;
+    hb_geom_init(&G, p);
+    HB_T *col = ws;
+    HB_T *stage = (HB_T *)((char *)ws + pl->col_bytes);
+    const int64_t ncol = G.n * G.pout;
+    const HB_T a = (HB_T)alpha;
+    HB_F(hb_scale_tensor)(&p->x, dx, beta);
+    for (int64_t g = 0; g < G.groups; g++) {
+        const HB_T *wg = w + g * G.kg * p->w.stride_k;
+        const HB_T *dyg = dy + g * G.kg * p->y.stride_c;
+        if (pl->mode == FUSED) {
+            HB_F(hb_gemm_run)(&pl->call, a, wg, dyg, 0, col);
+        } else {
+            for (int64_t n = 0; n < G.n; n++) {
+                const HB_T *dyn = dyg + n * p->y.stride_n;
+                if (pl->mode == STAGED) {
+                    for (int64_t kk = 0; kk < G.kg; kk++)
+                        for (int64_t pos = 0; pos < G.pout; pos++) {
+                            int64_t od = pos / (G.out[1] * G.out[2]), oh = (pos / G.out[2]) % G.out[1],
+                                    ow = pos % G.out[2];
+                            stage[kk * G.pout + pos] = dyn[kk * p->y.stride_c + od * p->y.stride_sp[0] +
+                                                           oh * p->y.stride_sp[1] + ow * p->y.stride_sp[2]];
+                        }
+                    dyn = stage;
+                }
+                HB_F(hb_gemm_run)(&pl->call, a, wg, dyn, 0, col + n * G.pout);
+            }
+        }
+        HB_F(hb_col2im)(p, col, g, 0, G.n, pl->order, dx, ncol);
+    }
+}
+
+#endif

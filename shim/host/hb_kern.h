@@ -1,0 +1,185 @@
+/*
+ * Shared helpers of the host backend's compute kernels (hb_fwd*.c, hb_bwd_data*.c, hb_bwd_filter*.c):
+ * problem geometry, output-range arithmetic, the BLAS GEMM wrapper over strided matrix views, im2col/col2im,
+ * the Winograd F(2x2,3x3) core and the two-thread runner used by the non-deterministic algorithms.
+ *
+ * Typed helpers exist twice, suffixed _f (float) and _d (double); kernel files are written once as a template
+ * (the file includes itself with HB_T/HB_F defined, see hb_fwd_direct.c) and pick the right helper via HB_F.
+ */
+#ifndef UCUDNN_HB_KERN_H
+#define UCUDNN_HB_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hb_internal.h"
+
+/* The scipy-openblas32 CBLAS: prefixed symbols, standard argument order, 32-bit integers. */
+enum { HB_CBLAS_ROW_MAJOR = 101, HB_CBLAS_COL_MAJOR = 102 };
+enum { HB_CBLAS_NO_TRANS = 111, HB_CBLAS_TRANS = 112 };
+void scipy_cblas_sgemm(int layout, int transa, int transb, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void scipy_cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double alpha, const double *a,
+                       int lda, const double *b, int ldb, double beta, double *c, int ldc);
+
+/* Everything a kernel needs about sizes, derived once from the problem. */
+typedef struct {
+    int64_t n;        /* batch */
+    int64_t groups;
+    int64_t cg, kg;   /* input / output channels per group */
+    int64_t in[HB_SP], f[HB_SP], out[HB_SP];
+    int64_t taps;     /* product of filter spatial extents */
+    int64_t pin;      /* product of input spatial extents */
+    int64_t pout;     /* product of output spatial extents */
+    int64_t crs;      /* cg * taps: the GEMM reduction length of forward */
+} hb_geom;
+
+void hb_geom_init(hb_geom *g, const hb_problem *p);
+
+/* Filter tap index i of spatial dim d as an input offset multiplier: CONVOLUTION mode flips the filter. */
+static inline int64_t hb_tap(const hb_problem *p, int d, int64_t i) {
+    return p->cross_correlation ? i : p->w.sp[d] - 1 - i;
+}
+
+/* Ceiling division for any sign of a and positive b. */
+static inline int64_t hb_ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/*
+ * Output positions o in [0, out) whose input coordinate o * st + off lies in [lo, hi): returns [*o0, *o1).
+ * This is what lets the direct loops run without a bounds test in the innermost loop.
+ */
+static inline void hb_out_range(int64_t out, int64_t st, int64_t off, int64_t lo, int64_t hi, int64_t *o0,
+                                int64_t *o1) {
+    int64_t a = hb_ceil_div(lo - off, st), b = hb_ceil_div(hi - off, st);
+    if (a < 0) a = 0;
+    if (b > out) b = out;
+    if (b < a) b = a;
+    *o0 = a;
+    *o1 = b;
+}
+
+/* Offset of filter tap number `tap` (flattened over the 3 spatial dims) from the filter strides. */
+static inline int64_t hb_filter_tap_offset(const hb_problem *p, int64_t tap) {
+    int64_t s = tap % p->w.sp[2], rest = tap / p->w.sp[2];
+    int64_t r = rest % p->w.sp[1], t = rest / p->w.sp[1];
+    return t * p->w.stride_sp[0] + r * p->w.stride_sp[1] + s * p->w.stride_sp[2];
+}
+
+/*
+ * How the reduction index (c, tap) of one output channel is laid out in the filter, for the GEMM algorithms:
+ * HB_ORDER_CT: index c * taps + tap at unit stride (NCHW), HB_ORDER_TC: tap * cg + c at unit stride (NHWC),
+ * HB_ORDER_NONE: neither (the GEMM algorithms then report the problem as unsupported).
+ */
+enum { HB_ORDER_NONE = -1, HB_ORDER_CT = 0, HB_ORDER_TC = 1 };
+int hb_filter_order(const hb_problem *p);
+
+/* Whether positions over dims ext[0..nd) of strides str[] flatten to one stride; sets *s to it. */
+int hb_flat_stride(int nd, const int64_t *ext, const int64_t *str, int64_t *s);
+
+/* The flat stride of a tensor's spatial positions (0 if none), and of (n, spatial) together (0 if none). */
+int64_t hb_spatial_stride(const hb_tensor *t);
+int64_t hb_batch_spatial_stride(const hb_tensor *t);
+
+/* A strided matrix view: element (i, j) at ptr[i * rs + j * cs]. */
+typedef struct {
+    int64_t rows, cols, rs, cs;
+} hb_mview;
+
+/* A GEMM C = alpha * A * B + beta * C over views, resolved to one CBLAS call (see hb_gemm_plan). */
+typedef struct {
+    int layout, transa, transb, m, n, k, lda, ldb, ldc, swap;
+} hb_gemm_call;
+
+/* Resolve C[m x n] = A[m x k] * B[k x n] over views into one CBLAS call; 0 if the views do not allow it. */
+int hb_gemm_plan(hb_mview a, hb_mview b, hb_mview c, hb_gemm_call *call);
+void hb_gemm_run_f(const hb_gemm_call *call, float alpha, const float *a, const float *b, float beta, float *c);
+void hb_gemm_run_d(const hb_gemm_call *call, double alpha, const double *a, const double *b, double beta,
+                   double *c);
+
+/* Byte size helpers that saturate instead of overflowing (an impossible size becomes SIZE_MAX). */
+size_t hb_bytes(int64_t elems, size_t elem_size);
+size_t hb_add_bytes(size_t a, size_t b);
+static inline size_t hb_elem_size(const hb_problem *p) {
+    return p->dtype == CUDNN_DATA_DOUBLE ? sizeof(double) : sizeof(float);
+}
+/* Workspace offsets are rounded so every section stays 64-byte aligned for the BLAS and vector loops. */
+static inline size_t hb_align(size_t b) { return b == SIZE_MAX ? SIZE_MAX : (b + 63) & ~(size_t)63; }
+
+/*
+ * im2col of group g, samples [n0, n0 + nb): col is [crs rows x nb * pout cols], row-major with leading
+ * dimension ld; rows ordered as `order` (HB_ORDER_CT or HB_ORDER_TC). Padding reads as zero. The tap
+ * direction follows the convolution mode, so the filter is always used unflipped.
+ */
+void hb_im2col_f(const hb_problem *p, const float *x, int64_t g, int64_t n0, int64_t nb, int order, float *col,
+                 int64_t ld);
+void hb_im2col_d(const hb_problem *p, const double *x, int64_t g, int64_t n0, int64_t nb, int order, double *col,
+                 int64_t ld);
+
+/* The transpose of im2col: dx[group g, samples n0..] += col (dx already scaled by beta by the caller). */
+void hb_col2im_f(const hb_problem *p, const float *col, int64_t g, int64_t n0, int64_t nb, int order, float *dx,
+                 int64_t ld);
+void hb_col2im_d(const hb_problem *p, const double *col, int64_t g, int64_t n0, int64_t nb, int order, double *dx,
+                 int64_t ld);
+
+/* t = beta * t over a whole tensor, exactly 0 when beta == 0 (prior contents, NaN included, ignored). */
+void hb_scale_tensor_f(const hb_tensor *t, float *data, double beta);
+void hb_scale_tensor_d(const hb_tensor *t, double *data, double beta);
+/* Same for a filter. */
+void hb_scale_filter_f(const hb_filter *w, int64_t cg, float *data, double beta);
+void hb_scale_filter_d(const hb_filter *w, int64_t cg, double *data, double beta);
+
+/*
+ * Winograd F(2x2, 3x3), non-fused: the transforms of the whole batch live in the workspace and the 16
+ * element-wise products are batched GEMMs. Used by forward and, with the filter transposed, flipped and the
+ * padding mirrored, by backward-data. The filter of output channel o (within group g) and input channel i is
+ * at fbase + g * f_group + o * f_out + i * f_in, taps (r, s) at r * f_r + s * f_s; `flip` rotates it by 180.
+ */
+typedef struct {
+    int64_t n, groups, cin, cout; /* cin/cout per group */
+    int64_t h, w, p, q;           /* input and output spatial extents */
+    int64_t pad_h, pad_w;
+    int64_t xs_n, xs_c, xs_h, xs_w, ys_n, ys_c, ys_h, ys_w;
+    int64_t f_group, f_out, f_in, f_r, f_s;
+    int flip;
+} hb_wino;
+
+size_t hb_wino_workspace(const hb_wino *wp, size_t elem_size);
+void hb_wino_run_f(const hb_wino *wp, const float *x, const float *w, float *y, double alpha, double beta,
+                   void *ws);
+void hb_wino_run_d(const hb_wino *wp, const double *x, const double *w, double *y, double alpha, double beta,
+                   void *ws);
+/* Whether the problem is one Winograd F(2x2,3x3) handles: 2-D, 3x3, stride 1, no dilation. */
+int hb_wino_shape_ok(const hb_problem *p);
+
+/*
+ * Runs fn(ctx, part) for part in [0, nparts) on the calling thread and one helper thread, parts handed out in
+ * the order the threads ask for them. Falls back to the calling thread alone if no thread can be started.
+ */
+typedef void (*hb_part_fn)(void *ctx, int64_t part);
+void hb_run_parts(hb_part_fn fn, void *ctx, int64_t nparts);
+
+/* Atomic x += v on one element (compare-and-swap on its bit pattern): the non-deterministic algorithms. */
+static inline void hb_atomic_add_f(float *x, float v) {
+    float old, upd;
+    __atomic_load(x, &old, __ATOMIC_RELAXED);
+    do {
+        upd = old + v;
+    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+static inline void hb_atomic_add_d(double *x, double v) {
+    double old, upd;
+    __atomic_load(x, &old, __ATOMIC_RELAXED);
+    do {
+        upd = old + v;
+    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+/* The algorithms, gathered into the per-op tables by hb_fwd_table.c, hb_bwd_data_table.c, hb_bwd_filter_table.c. */
+extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_winograd_nonfused;
+extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_winograd_nonfused;
+extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_algo3;
+
+/* Scratch rows on the stack of the direct loops: one output row is processed in chunks of this many. */
+#define HB_ROW 256
+
+#endif /* UCUDNN_HB_KERN_H */

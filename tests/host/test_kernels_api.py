@@ -1,0 +1,67 @@
+"""The kernels through the whole cuDNN API of the built host backend (descriptors, checks, dispatch), against the
+NumPy reference: every implemented algorithm of every op. Tolerances as in ucudnn.testing.tolerance (float32
+1e-4, float64 1e-10, relative, atol scaled by the result's magnitude). Kernel corner cases (strides, canaries,
+random shapes) are in test_kernels.py; this checks the path from cuDNN calls to the kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ucudnn import cudnn as C
+from ucudnn import testing as T
+
+CASES = {
+    "2d-groups-3x3": T.ConvProblem((2, 4, 7, 6), (6, 2, 3, 3), T.ConvParams.make(2, pad=1, groups=2)),
+    "2d-strided-dilated-convmode": T.ConvProblem(
+        (2, 3, 9, 8),
+        (4, 3, 3, 2),
+        T.ConvParams.make(2, pad=(1, 0), stride=(2, 1), dilation=(1, 2), cross_correlation=False),
+    ),
+    "3d": T.ConvProblem((1, 2, 4, 5, 5), (3, 2, 3, 3, 3), T.ConvParams.make(3, pad=1, stride=(1, 2, 1))),
+}
+
+
+def _spec(params: T.ConvParams) -> C.ConvSpec:
+    mode = C.ConvMode.CROSS_CORRELATION if params.cross_correlation else C.ConvMode.CONVOLUTION
+    return C.ConvSpec(params.pad, params.stride, params.dilation, params.groups, mode)
+
+
+@pytest.mark.parametrize("op", list(C.Op), ids=lambda o: o.name)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_every_algorithm(cudnn: C.Cudnn, handle: C.Handle, op: C.Op, case: str, dtype: type, layout: T.Layout) -> None:
+    prob = CASES[case]
+    spec = _spec(prob.params)
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal(prob.x_shape)
+    w0 = rng.standard_normal(prob.w_shape)
+    y0 = rng.standard_normal(prob.y_shape)
+    alpha, beta = 1.5, 0.25
+    ran = 0
+    for algo in range(C.ALGO_COUNT[op]):
+        x: npt.NDArray[Any] = T.to_layout(x0, layout, dtype)
+        w: npt.NDArray[Any] = T.to_layout(w0, layout, dtype)
+        y: npt.NDArray[Any] = T.to_layout(y0, layout, dtype)
+        try:
+            size = cudnn.workspace_size(handle, op, x, w, y, spec, algo)
+        except C.CudnnError:
+            continue
+        ws = np.empty(size, np.uint8)
+        if op == C.Op.FWD:
+            expected = T.conv_forward(x, w, prob.params, alpha=alpha, beta=beta, y=y)
+            got = cudnn.forward(handle, x, w, spec, algo, ws, alpha, beta, y)
+        elif op == C.Op.BWD_DATA:
+            expected = T.conv_backward_data(w, y, prob.params, prob.x_shape, alpha=alpha, beta=beta, dx=x)
+            got = cudnn.backward_data(handle, w, y, spec, algo, x, ws, alpha, beta)
+        else:
+            expected = T.conv_backward_filter(x, y, prob.params, prob.w_shape, alpha=alpha, beta=beta, dw=w)
+            got = cudnn.backward_filter(handle, x, y, spec, algo, w, ws, alpha, beta)
+        T.assert_close(got, expected, dtype, f"{op.name} algo {algo}")
+        ran += 1
+    assert ran >= 3 if case == "2d-groups-3x3" else ran >= 2
