@@ -95,16 +95,19 @@ def main(argv: list[str] | None = None) -> int:
         for policy in ("undivided", "powerOfTwo", "all"):
             perfs = synthetic_perfs(batch, policy, rng)
             result = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy)
-            dt = median_time(partial(best_plan, perfs, batch=batch, workspace_limit_bytes=limit, policy=policy),
-                             args.repeats)
+            dt = median_time(
+                partial(best_plan, perfs, batch=batch, workspace_limit_bytes=limit, policy=policy), args.repeats
+            )
             plan = result.plan
             note = f"{len(plan.micro_batches)} micro-batches, {plan.time_ms:.3f} ms" if plan else "infeasible"
             print(f"{'DP best_plan (64 MiB)':<34} {f'B={batch} {policy}':>22} {dt * 1e3:9.3f} ms  {note}")
     for policy in ("powerOfTwo", "all"):
         perfs = synthetic_perfs(256, policy, rng)
         front = pareto_front(perfs, batch=256, workspace_limit_bytes=1 << 40, policy=policy)
-        dt = median_time(partial(pareto_front, perfs, batch=256, workspace_limit_bytes=1 << 40, policy=policy),
-                         max(3, args.repeats // 3))
+        dt = median_time(
+            partial(pareto_front, perfs, batch=256, workspace_limit_bytes=1 << 40, policy=policy),
+            max(3, args.repeats // 3),
+        )
         print(f"{'DP pareto_front (unlimited)':<34} {f'B=256 {policy}':>22} {dt * 1e3:9.3f} ms  {len(front)} points")
 
     for n in (50, 150, 500):
@@ -120,11 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         greedy = divide_workspace_greedy(kernels, total_workspace_bytes=budget)
         t_greedy = median_time(partial(divide_workspace_greedy, kernels, total_workspace_bytes=budget), repeats)
         size = f"{n} kernels, {points} plans"
-        print(f"{'ILP divide_workspace':<34} {size:>22} {t_ilp * 1e3:9.1f} ms  {ilp.status.value}, "
-              f"{ilp.total_time_ms:.2f} ms total")
+        print(
+            f"{'ILP divide_workspace':<34} {size:>22} {t_ilp * 1e3:9.1f} ms  {ilp.status.value}, "
+            f"{ilp.total_time_ms:.2f} ms total"
+        )
         gap = greedy.total_time_ms / ilp.total_time_ms - 1 if ilp.total_time_ms else 0.0
-        print(f"{'greedy divide_workspace_greedy':<34} {size:>22} {t_greedy * 1e3:9.1f} ms  "
-              f"{greedy.total_time_ms:.2f} ms total, {gap * 100:+.1e}% vs ILP")
+        print(
+            f"{'greedy divide_workspace_greedy':<34} {size:>22} {t_greedy * 1e3:9.1f} ms  "
+            f"{greedy.total_time_ms:.2f} ms total, {gap * 100:+.1e}% vs ILP"
+        )
     print(f"(whole run: {time.perf_counter() - started:.1f} s)")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def build(out_dir: Path) -> list[Path]:
     # The BLAS is copied next to the backend and found through $ORIGIN, so the backend works the same in
     # a regular install, an editable install and a build tree, with no system BLAS.
     blas = out_dir / "libscipy_openblas.so"
-    shutil.copy2(_openblas_lib(), blas)
+    tmp = out_dir / ".libscipy_openblas.so.tmp"
+    shutil.copy2(_openblas_lib(), tmp)
+    os.replace(tmp, blas)  # never rewrite a library another process has mapped
     lib = link_shared(
         sources,
         out_dir / SONAME,

@@ -42,16 +42,23 @@ def link_shared(
 ) -> Path:
     """Compile ``sources`` and link them into the shared library ``output`` in one compiler call."""
     output.parent.mkdir(parents=True, exist_ok=True)
+    # Link to a temporary name and rename over the target: a process that has the old library mapped keeps
+    # its inode instead of seeing the file rewritten under it (SIGBUS).
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     cmd = compiler() + CFLAGS + list(cflags or [])
     for inc in [INCLUDE, *(include_dirs or [])]:
         cmd += ["-I", str(inc)]
-    cmd += ["-shared", "-o", str(output)]
+    cmd += ["-shared", "-o", str(tmp)]
     cmd += [str(s) for s in sources]
     if soname:
         cmd.append(f"-Wl,-soname,{soname}")
     cmd += list(ldflags or [])
     cmd += [f"-l{lib}" for lib in (libs or [])]
-    run(cmd)
+    try:
+        run(cmd)
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
     return output
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ucudnn import __version__
 
 # Subcommand modules, in the order `ucudnn --help` lists them.
-COMMANDS: tuple[str, ...] = ("paths",)
+COMMANDS: tuple[str, ...] = ("paths", "plan", "db", "run")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,47 @@
+/*
+ * The C side of ucudnn._bridge: thin wrappers that reach libucudnn.so's control API (ucudnn.h) at run time.
+ *
+ * The bridge is imported in processes where the preload library is absent (`ucudnn plan`, the test suite), so
+ * it must not link against it: each wrapper looks its target up with dlsym(RTLD_DEFAULT) and returns
+ * UCUDNN_BRIDGE_NO_SHIM when the shim is not loaded. This header is also the bridge's cffi cdef (the build
+ * drops the preprocessor lines), so it holds only declarations cffi can parse.
+ *
+ * Memory: every pointer is owned by the caller and borrowed for the duration of the call.
+ */
+#ifndef UCUDNN_BRIDGE_H
+#define UCUDNN_BRIDGE_H
+
+#include "ucudnn/ucudnn.h"
+
+/* Returned by every wrapper when libucudnn.so's control API is not in the process. */
+#define UCUDNN_BRIDGE_NO_SHIM -10000
+
+/* 1 when libucudnn.so's control API is reachable from this process, else 0. */
+int ucudnn_bridge_shim_loaded(void);
+
+/* The package version this module was compiled for (checked against ucudnn.__version__ at import). */
+const char *ucudnn_bridge_package_version(void);
+
+/* UCUDNN_ABI_VERSION of the ucudnn.h this module was compiled against. */
+int ucudnn_bridge_abi_version(void);
+
+/* ucudnn_set_planner(planner); NULL unregisters. */
+int ucudnn_bridge_set_planner(ucudnn_planner_fn planner);
+
+/* ucudnn_benchmark(...): 0, a cuDNN status, or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_benchmark(void *bench_ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+
+/* Stores ucudnn_version() in *version; returns 0 or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_version(int *version);
+
+/* ucudnn_set_option(name, value): 0, -1 (unknown name or bad value), or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_set_option(const char *name, const char *value);
+
+/* ucudnn_clear_plans(); returns 0 or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_clear_plans(void);
+
+/* ucudnn_stats_json / ucudnn_last_plan_json: *needed gets the length without the NUL; 0 or NO_SHIM. */
+int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed);
+int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed);
+
+#endif /* UCUDNN_BRIDGE_H */

@@ -1,0 +1,240 @@
+/*
+ * The in-memory plan cache: a chained hash table under one rwlock, holding reference-counted immutable plans.
+ *
+ * Hits take the read lock for a bucket walk and one atomic increment; nobody ever holds the lock while calling
+ * the planner or the real library (the planner takes the GIL, and a Python thread holding the GIL may be
+ * waiting for this lock). Plans outlive their entries through their reference counts, so ucudnn_clear_plans
+ * never frees a plan another thread is executing.
+ *
+ * Plan entries of one kernel, N and policy hash to one bucket whatever their limit and determinism, so a miss
+ * can find a plan made under a larger limit that is optimal for the smaller one too (see uc_cache_alias).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uc_internal.h"
+
+#define UC_BUCKETS 4096
+
+_Static_assert(offsetof(uc_ckey, limit) == 16 && offsetof(uc_ckey, k) == 32, "uc_ckey layout");
+
+typedef struct entry {
+    struct entry *next;
+    uint64_t hash;
+    uc_ckey key;
+    uc_plan *plan;
+} entry;
+
+typedef struct kentry {
+    struct kentry *next;
+    uc_kernel k;
+} kentry;
+
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+static entry *buckets[UC_BUCKETS];
+static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
+static kentry *kernels[UC_BUCKETS];
+
+static uint64_t step(uint64_t h, uint64_t w)
+{
+    return (h ^ w) * 0x9E3779B97F4A7C15ULL;
+}
+
+/* Four independent multiply lanes (the hot path hashes a ~400-byte key per call), then a final avalanche so the
+ * bucket index depends on every input bit. len is a multiple of 32 (checked where it is called). */
+static uint64_t mix(uint64_t seed, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h0 = seed, h1 = seed ^ 0x243F6A8885A308D3ULL, h2 = seed ^ 0x13198A2E03707344ULL,
+             h3 = seed ^ 0xA4093822299F31D0ULL;
+    for (size_t i = 0; i + 32 <= len; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, sizeof w);
+        h0 = step(h0, w[0]);
+        h1 = step(h1, w[1]);
+        h2 = step(h2, w[2]);
+        h3 = step(h3, w[3]);
+    }
+    uint64_t r = step(step(step(h0, h1 >> 7 | h1 << 57), h2 >> 13 | h2 << 51), h3 >> 29 | h3 << 35);
+    r ^= r >> 32;
+    r *= 0x9E3779B97F4A7C15ULL;
+    r ^= r >> 29;
+    return r;
+}
+
+_Static_assert(sizeof(uc_kernel) % 32 == 0, "uc_kernel is hashed in 32-byte blocks");
+
+static uint64_t hash_of(const uc_ckey *key)
+{
+    /* Plan entries leave out sel and the limits (see the file comment). */
+    uint64_t seed = step(step(0xcbf29ce484222325ULL, (uint64_t)(uint32_t)key->kind << 32 | (uint32_t)key->n),
+                         (uint64_t)(uint32_t)key->policy);
+    if (key->kind == UC_KEY_EXEC)
+        seed = step(step(step(seed, (uint64_t)(uint32_t)key->sel), key->limit), key->deflimit);
+    return mix(seed, &key->k, sizeof key->k);
+}
+
+void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
+                  uint64_t deflimit)
+{
+    memset(key, 0, sizeof *key);
+    key->kind = kind;
+    key->n = k->x.dims[0];
+    key->policy = policy;
+    key->sel = sel;
+    key->limit = limit;
+    key->deflimit = deflimit;
+    key->k = *k;
+    key->k.x.dims[0] = key->k.y.dims[0] = key->k.z.dims[0] = 0;
+}
+
+void uc_plan_ref(uc_plan *p)
+{
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+}
+
+void uc_plan_release(uc_plan *p)
+{
+    if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        uc_plan_free(p);
+}
+
+void uc_plan_free(uc_plan *p)
+{
+    if (!p)
+        return;
+    const uc_real_table *r = uc_real();
+    for (int i = 0; i < p->n_owned_t; i++)
+        if (p->owned_t[i] && r->cudnnDestroyTensorDescriptor)
+            r->cudnnDestroyTensorDescriptor(p->owned_t[i]);
+    for (int i = 0; i < p->n_owned_c; i++)
+        if (p->owned_c[i] && r->cudnnDestroyConvolutionDescriptor)
+            r->cudnnDestroyConvolutionDescriptor(p->owned_c[i]);
+    free(p->owned_t);
+    free(p->owned_c);
+    free(p->xd);
+    free(p->yd);
+    free(p->zd);
+    free(p->cd);
+    free(p->mb);
+    free(p->key_text);
+    free(p->json);
+    free(p);
+}
+
+uc_plan *uc_cache_get(const uc_ckey *key)
+{
+    uint64_t h = hash_of(key);
+    uc_plan *found = NULL;
+    pthread_rwlock_rdlock(&lock);
+    for (entry *e = buckets[h % UC_BUCKETS]; e; e = e->next) {
+        if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
+            found = e->plan;
+            uc_plan_ref(found);
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&lock);
+    return found;
+}
+
+/*
+ * A plan P made under limit L' >= E whose workspace is <= E is optimal under E as well: it is the fastest plan
+ * within L', and it fits within E. For determinism the same holds when a plan made without the restriction
+ * turns out deterministic. Only real plans qualify: "no plan" under one limit says nothing certain about another
+ * when it came from a planner error.
+ */
+uc_plan *uc_cache_alias(const uc_ckey *key)
+{
+    uint64_t h = hash_of(key);
+    uc_plan *found = NULL;
+    pthread_rwlock_rdlock(&lock);
+    for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next) {
+        const uc_plan *p = e->plan;
+        if (e->hash != h || e->key.kind != UC_KEY_PLAN || e->key.n != key->n || e->key.policy != key->policy ||
+            memcmp(&e->key.k, &key->k, sizeof key->k) != 0)
+            continue;
+        int det_ok = e->key.sel == key->sel || (key->sel == 1 && p->deterministic);
+        if (p->count > 0 && det_ok && e->key.limit >= key->limit && p->workspace <= key->limit) {
+            found = e->plan;
+            uc_plan_ref(found);
+        }
+    }
+    pthread_rwlock_unlock(&lock);
+    return found;
+}
+
+uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p)
+{
+    uint64_t h = hash_of(key);
+    entry *fresh = malloc(sizeof *fresh);
+    uc_plan *result = NULL;
+    pthread_rwlock_wrlock(&lock);
+    entry **head = &buckets[h % UC_BUCKETS];
+    for (entry *e = *head; e; e = e->next) {
+        if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
+            result = e->plan; /* the first insert wins */
+            break;
+        }
+    }
+    if (!result && fresh) {
+        fresh->hash = h;
+        fresh->key = *key;
+        fresh->plan = p;
+        fresh->next = *head;
+        uc_plan_ref(p); /* the cache's own reference */
+        *head = fresh;
+        fresh = NULL;
+        result = p;
+    }
+    if (!result)
+        result = p; /* no memory for an entry: use the plan uncached */
+    uc_plan_ref(result);
+    pthread_rwlock_unlock(&lock);
+    free(fresh);
+    return result;
+}
+
+int uc_cache_note_kernel(const uc_kernel *k)
+{
+    uc_kernel masked = *k;
+    masked.x.dims[0] = masked.y.dims[0] = masked.z.dims[0] = 0;
+    uint64_t h = mix(0x84222325cbf29ce4ULL, &masked, sizeof masked);
+    int fresh = 1;
+    pthread_mutex_lock(&kernels_lock);
+    kentry **head = &kernels[h % UC_BUCKETS];
+    for (kentry *e = *head; e && fresh; e = e->next)
+        fresh = memcmp(&e->k, &masked, sizeof masked) != 0;
+    if (fresh) {
+        kentry *e = malloc(sizeof *e);
+        if (e) {
+            e->k = masked;
+            e->next = *head;
+            *head = e;
+        }
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    return fresh;
+}
+
+void uc_cache_clear(void)
+{
+    entry *all = NULL;
+    pthread_rwlock_wrlock(&lock);
+    for (size_t i = 0; i < UC_BUCKETS; i++) {
+        while (buckets[i]) {
+            entry *e = buckets[i];
+            buckets[i] = e->next;
+            e->next = all;
+            all = e;
+        }
+    }
+    pthread_rwlock_unlock(&lock);
+    while (all) {
+        entry *e = all;
+        all = e->next;
+        uc_plan_release(e->plan);
+        free(e);
+    }
+}

@@ -1,0 +1,292 @@
+/*
+ * UCUDNN_* variables as the preload library reads them, and its log.
+ *
+ * The table (names, kinds, defaults, choices, size units, boolean spellings) is generated at build time from
+ * ucudnn/config.py, the single declaration, so C and Python accept exactly the same values. Every variable the
+ * shim reads is parsed here, once, at the first use. A bad value in the environment is reported naming the
+ * variable and what it accepts, and then the whole process runs pass-through (UCUDNN_DISABLE semantics): a
+ * typo must never change results or crash the host.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define UC_CONFIG_TABLES
+#include "uc_config_gen.h"
+#include "uc_internal.h"
+
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+static atomic_ullong num[UC_VAR_COUNT]; /* SIZE bytes, BOOL 0/1, CHOICE index */
+static char *str[UC_VAR_COUNT];         /* PATH/STRING values, under str_lock */
+static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int env_bad;
+/* Read by uc_log before (and while) the table is parsed, so it starts at the documented default. */
+static atomic_int log_level = UC_LOG_WARNING;
+
+void uc_log(int level, const char *fmt, ...)
+{
+    if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
+        return;
+    char line[1024];
+    int off = snprintf(line, sizeof line, "ucudnn: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + off, sizeof line - (size_t)off - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)off + (n < 0 ? 0 : (size_t)n);
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    /* One write per message, so lines from several threads or processes do not interleave. */
+    ssize_t rc = write(2, line, len);
+    (void)rc;
+}
+
+static int parse_size(const char *text, unsigned long long *out)
+{
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    unsigned long long whole = 0, frac = 0, frac_scale = 1;
+    while (isdigit((unsigned char)*p)) {
+        if (__builtin_mul_overflow(whole, 10ULL, &whole) || __builtin_add_overflow(whole, (unsigned)(*p - '0'), &whole))
+            return -1;
+        p++;
+    }
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p)) {
+            if (frac_scale >= 1000000000000000000ULL)
+                return -1;
+            frac = frac * 10 + (unsigned)(*p - '0');
+            frac_scale *= 10;
+            p++;
+        }
+    }
+    while (isspace((unsigned char)*p))
+        p++;
+    char unit[4] = {0};
+    size_t u = 0;
+    if (*p && strchr("KMGTkmgt", *p))
+        unit[u++] = (char)toupper((unsigned char)*p++);
+    if (*p == 'i' || *p == 'I')
+        unit[u++] = 'I', p++;
+    if (*p == 'b' || *p == 'B')
+        unit[u++] = 'B', p++;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p)
+        return -1;
+    for (size_t i = 0; i < UC_SIZE_UNIT_COUNT; i++) {
+        if (strcmp(unit, uc_size_units[i].unit) != 0)
+            continue;
+        unsigned long long scale = uc_size_units[i].scale, value, part;
+        if (__builtin_mul_overflow(whole, scale, &value) || __builtin_mul_overflow(frac, scale, &part))
+            return -1;
+        if (part % frac_scale != 0) /* not a whole number of bytes */
+            return -1;
+        if (__builtin_add_overflow(value, part / frac_scale, &value))
+            return -1;
+        *out = value;
+        return 0;
+    }
+    return -1;
+}
+
+static int in_list(const char *text, const char *const *list, size_t n)
+{
+    char low[64];
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    size_t len = strlen(p);
+    while (len && isspace((unsigned char)p[len - 1]))
+        len--;
+    if (len >= sizeof low)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        low[i] = (char)tolower((unsigned char)p[i]);
+    low[len] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(low, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Parse `text` for variable v. Returns 0 with *value set (or *s for PATH/STRING, malloc'd), else -1 after a
+ * message naming the variable and the accepted values. */
+static int parse(int v, const char *text, unsigned long long *value, char **s, const char *consequence)
+{
+    const uc_var_decl *d = &uc_var_decls[v];
+    switch (d->kind) {
+    case UC_KIND_SIZE:
+        if (parse_size(text, value) == 0)
+            return 0;
+        uc_log(UC_LOG_WARNING, "%s='%s': expected bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)%s",
+               d->name, text, consequence);
+        return -1;
+    case UC_KIND_BOOL:
+        if (in_list(text, uc_bool_true, UC_BOOL_TRUE_COUNT)) {
+            *value = 1;
+            return 0;
+        }
+        if (in_list(text, uc_bool_false, UC_BOOL_FALSE_COUNT)) {
+            *value = 0;
+            return 0;
+        }
+        uc_log(UC_LOG_WARNING, "%s='%s': expected 1 or 0 (also true/false, yes/no, on/off)%s", d->name, text,
+               consequence);
+        return -1;
+    case UC_KIND_CHOICE: {
+        char trimmed[64];
+        const char *p = text;
+        while (isspace((unsigned char)*p))
+            p++;
+        size_t len = strlen(p);
+        while (len && isspace((unsigned char)p[len - 1]))
+            len--;
+        if (len < sizeof trimmed) {
+            memcpy(trimmed, p, len);
+            trimmed[len] = '\0';
+            for (int i = 0; i < d->nchoices; i++) {
+                if (strcasecmp(trimmed, d->choices[i]) == 0) {
+                    *value = (unsigned long long)i;
+                    return 0;
+                }
+            }
+        }
+        char accepted[256] = "";
+        for (int i = 0; i < d->nchoices; i++) {
+            strncat(accepted, i ? ", " : "", sizeof accepted - strlen(accepted) - 1);
+            strncat(accepted, d->choices[i], sizeof accepted - strlen(accepted) - 1);
+        }
+        uc_log(UC_LOG_WARNING, "%s='%s': expected one of %s%s", d->name, text, accepted, consequence);
+        return -1;
+    }
+    default:
+        *s = strdup(text);
+        return *s ? 0 : -1;
+    }
+}
+
+static void store(int v, unsigned long long value, char *s)
+{
+    if (uc_var_decls[v].kind == UC_KIND_PATH || uc_var_decls[v].kind == UC_KIND_STRING) {
+        pthread_mutex_lock(&str_lock);
+        free(str[v]);
+        str[v] = s;
+        pthread_mutex_unlock(&str_lock);
+        return;
+    }
+    atomic_store(&num[v], value);
+    if (v == UC_VAR_UCUDNN_LOG_LEVEL)
+        atomic_store(&log_level, (int)value);
+}
+
+static void init(void)
+{
+    static const char *const consequence = "; the preload library passes every call through in this process";
+    /* Defaults first, so a bad value below leaves every other variable meaningful. */
+    for (int v = 0; v < UC_VAR_COUNT; v++) {
+        unsigned long long value = 0;
+        char *s = NULL;
+        if (parse(v, uc_var_decls[v].def, &value, &s, "") == 0)
+            store(v, value, s);
+    }
+    /* The log level next, so that messages about the other variables obey it. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int v = 0; v < UC_VAR_COUNT; v++) {
+            if (!uc_var_decls[v].shim || (pass == 0) != (v == UC_VAR_UCUDNN_LOG_LEVEL))
+                continue;
+            const char *raw = getenv(uc_var_decls[v].name);
+            if (!raw || (!raw[0] && uc_var_decls[v].kind != UC_KIND_STRING))
+                continue;
+            unsigned long long value = 0;
+            char *s = NULL;
+            if (parse(v, raw, &value, &s, consequence) == 0)
+                store(v, value, s);
+            else
+                atomic_store(&env_bad, 1);
+        }
+    }
+}
+
+static void ensure(void)
+{
+    pthread_once(&cfg_once, init);
+}
+
+int uc_cfg_disabled(void)
+{
+    ensure();
+    return atomic_load_explicit(&env_bad, memory_order_relaxed) ||
+           atomic_load_explicit(&num[UC_VAR_UCUDNN_DISABLE], memory_order_relaxed);
+}
+
+size_t uc_cfg_default_limit(void)
+{
+    ensure();
+    return (size_t)atomic_load_explicit(&num[UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT], memory_order_relaxed);
+}
+
+int uc_cfg_policy(void)
+{
+    ensure();
+    return (int)atomic_load_explicit(&num[UC_VAR_UCUDNN_BATCH_SIZE_POLICY], memory_order_relaxed);
+}
+
+const char *uc_cfg_policy_name(int policy)
+{
+    const uc_var_decl *d = &uc_var_decls[UC_VAR_UCUDNN_BATCH_SIZE_POLICY];
+    return policy >= 0 && policy < d->nchoices ? d->choices[policy] : d->def;
+}
+
+size_t uc_cfg_string(int var, char *buf, size_t len)
+{
+    ensure();
+    if (len == 0)
+        return 0;
+    pthread_mutex_lock(&str_lock);
+    const char *s = (var >= 0 && var < UC_VAR_COUNT && str[var]) ? str[var] : "";
+    size_t n = strlen(s);
+    snprintf(buf, len, "%s", s);
+    pthread_mutex_unlock(&str_lock);
+    return n;
+}
+
+int uc_cfg_set(const char *name, const char *value)
+{
+    ensure();
+    if (!name || !value) {
+        uc_log(UC_LOG_WARNING, "ucudnn_set_option: NULL name or value");
+        return -1;
+    }
+    for (int v = 0; v < UC_VAR_COUNT; v++) {
+        if (strcmp(name, uc_var_decls[v].name) != 0)
+            continue;
+        if (!uc_var_decls[v].shim) {
+            uc_log(UC_LOG_WARNING, "ucudnn_set_option: %s is not read by the preload library", name);
+            return -1;
+        }
+        unsigned long long parsed = 0;
+        char *s = NULL;
+        const char *text = (!value[0] && uc_var_decls[v].kind != UC_KIND_STRING) ? uc_var_decls[v].def : value;
+        if (parse(v, text, &parsed, &s, "; the setting is unchanged") != 0)
+            return -1;
+        store(v, parsed, s);
+        if (v == UC_VAR_UCUDNN_REAL_LIBCUDNN)
+            uc_log(UC_LOG_INFO, "UCUDNN_REAL_LIBCUDNN only matters before the first cuDNN call");
+        return 0;
+    }
+    uc_log(UC_LOG_WARNING, "ucudnn_set_option: unknown variable '%s'", name);
+    return -1;
+}

@@ -1,0 +1,202 @@
+/*
+ * The exported entry points: the hooked cudnn* functions (generated from hooks.def) and the ucudnn_* control API.
+ *
+ * Every hook goes through the same gate: the real function resolved (else the status cuDNN gives without its
+ * libraries), the per-thread guard (the shim's own calls into the real library or the planner are never
+ * intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "uc_config_gen.h"
+#include "uc_internal.h"
+
+#ifndef UCUDNN_VERSION_NUMBER
+#error "UCUDNN_VERSION_NUMBER comes from the build (shim/build/preload.py)"
+#endif
+
+uc_stats uc_stat;
+
+#define UC_GATE(is_exec, ret, name, params, args)                                                               \
+    UC_EXPORT ret name params                                                                                   \
+    {                                                                                                           \
+        const uc_real_table *r = uc_real();                                                                     \
+        if (uc_guard) {                                                                                         \
+            if (!r->name)                                                                                       \
+                return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                  \
+            return r->name args;                                                                                \
+        }                                                                                                       \
+        if (is_exec)                                                                                            \
+            UC_COUNT(calls, 1);                                                                                 \
+        else                                                                                                    \
+            UC_COUNT(queries, 1);                                                                               \
+        if (!r->name) {                                                                                         \
+            UC_COUNT(missing_real, 1);                                                                          \
+            if (is_exec)                                                                                        \
+                UC_COUNT(passthrough, 1);                                                                       \
+            return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                      \
+        }                                                                                                       \
+        if (!r->descriptors || uc_cfg_disabled()) {                                                             \
+            if (is_exec)                                                                                        \
+                UC_COUNT(passthrough, 1);                                                                       \
+            uc_guard++;                                                                                         \
+            ret rv = r->name args;                                                                              \
+            uc_guard--;                                                                                         \
+            return rv;                                                                                          \
+        }                                                                                                       \
+        return uc_hook_##name args;                                                                             \
+    }
+#define UC_EXEC(ret, name, params, args) UC_GATE(1, ret, name, params, args)
+#define UC_QUERY(ret, name, params, args) UC_GATE(0, ret, name, params, args)
+#include "hooks.def"
+#undef UC_GATE
+
+/* ---- the calling thread's last plan ---- */
+
+static pthread_key_t last_key;
+static pthread_once_t last_once = PTHREAD_ONCE_INIT;
+static int last_key_ok;
+
+static void release_last(void *p)
+{
+    uc_plan_release(p);
+}
+
+static void make_last_key(void)
+{
+    last_key_ok = pthread_key_create(&last_key, release_last) == 0;
+}
+
+void uc_set_last_plan(uc_plan *p)
+{
+    pthread_once(&last_once, make_last_key);
+    if (!last_key_ok) {
+        uc_plan_release(p);
+        return;
+    }
+    uc_plan *old = pthread_getspecific(last_key);
+    if (old == p) { /* the common steady state: keep one reference */
+        uc_plan_release(p);
+        return;
+    }
+    if (pthread_setspecific(last_key, p) != 0) {
+        uc_plan_release(p);
+        return;
+    }
+    uc_plan_release(old);
+}
+
+/* ---- control API ---- */
+
+UC_EXPORT int ucudnn_version(void)
+{
+    return UCUDNN_VERSION_NUMBER;
+}
+
+UC_EXPORT int ucudnn_set_option(const char *name, const char *value)
+{
+    return uc_cfg_set(name, value);
+}
+
+UC_EXPORT void ucudnn_clear_plans(void)
+{
+    uc_cache_clear();
+}
+
+static size_t copy_out(char *text, char *buf, size_t len)
+{
+    size_t need = text ? strlen(text) : 0;
+    if (buf && len) {
+        size_t n = need < len ? need : len - 1;
+        if (n)
+            memcpy(buf, text, n);
+        buf[n] = '\0';
+    }
+    return need;
+}
+
+static char *stats_text(void)
+{
+    const uc_real_table *r = uc_real();
+    uc_sb sb = {0};
+#define FIELD(name) uc_sb_printf(&sb, "\"" #name "\":%llu,", (unsigned long long)atomic_load(&uc_stat.name))
+    uc_sb_printf(&sb, "{");
+    FIELD(calls);
+    FIELD(planned);
+    FIELD(micro_batches);
+    FIELD(passthrough);
+    FIELD(kernels);
+    FIELD(queries);
+    FIELD(plan_hits);
+    FIELD(plan_misses);
+    FIELD(planner_calls);
+    FIELD(planner_errors);
+    FIELD(rejected_plans);
+    FIELD(replans);
+    FIELD(fallback_plans);
+    FIELD(no_plan);
+    FIELD(exec_recoveries);
+    FIELD(missing_real);
+#undef FIELD
+    uc_sb_printf(&sb, "\"disabled\":%s,\"real_version\":%zu,\"real_library\":", uc_cfg_disabled() ? "true" : "false",
+                 r->version);
+    uc_sb_json_string(&sb, r->path);
+    uc_sb_printf(&sb, ",\"pid\":%ld}", (long)getpid());
+    return uc_sb_take(&sb);
+}
+
+UC_EXPORT size_t ucudnn_stats_json(char *buf, size_t len)
+{
+    char *text = stats_text();
+    size_t need = copy_out(text ? text : "{}", buf, len);
+    free(text);
+    return need;
+}
+
+UC_EXPORT size_t ucudnn_last_plan_json(char *buf, size_t len)
+{
+    pthread_once(&last_once, make_last_key);
+    uc_plan *p = last_key_ok ? pthread_getspecific(last_key) : NULL;
+    return copy_out(p && p->json ? p->json : "{}", buf, len);
+}
+
+/*
+ * UCUDNN_STATS_FILE at exit. Only a process that made hooked calls writes it (a child that inherited
+ * LD_PRELOAD and never touched cuDNN must not overwrite its parent's file); "%p" in the path is the pid. The
+ * file is written beside and renamed into place, so a reader never sees half of it.
+ */
+__attribute__((destructor)) static void write_stats_file(void)
+{
+    if (!atomic_load(&uc_stat.calls) && !atomic_load(&uc_stat.queries))
+        return;
+    char pattern[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 64];
+    if (!uc_cfg_string(UC_VAR_UCUDNN_STATS_FILE, pattern, sizeof pattern))
+        return;
+    size_t o = 0;
+    for (const char *s = pattern; *s && o + 24 < sizeof path; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            o += (size_t)snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
+            s++;
+        } else {
+            path[o++] = *s;
+        }
+    }
+    path[o] = '\0';
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char *text = stats_text();
+    FILE *f = text ? fopen(tmp, "w") : NULL;
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f)
+        ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) == 0) {
+        free(text);
+        return;
+    }
+    if (f)
+        unlink(tmp);
+    uc_log(UC_LOG_WARNING, "cannot write UCUDNN_STATS_FILE=%s", path);
+    free(text);
+}

@@ -1,0 +1,237 @@
+/*
+ * The four execution hooks: run a call as its plan's micro-batches.
+ *
+ * Micro-batch i, starting at sample n0, gets the data pointers advanced by n0 * nStride * element size (right for
+ * any strides, NCHW or NHWC), the plan's descriptors for its size, and the caller's workspace, handle and stream;
+ * nothing synchronises between micro-batches. BackwardFilter sums over samples, so it takes the caller's beta for
+ * the first micro-batch and 1 (double for DOUBLE data, float otherwise) for the others.
+ *
+ * Which plan: the decision depends on the kernel, N, the workspace the caller passes, the default limit, the
+ * policy and the caller's algorithm (whose determinism the plan must keep), and is memoised under exactly that,
+ * so a steady-state call costs the descriptor reads and one cache lookup.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "uc_internal.h"
+
+typedef struct {
+    const uc_kernel *k;
+    cudnnHandle_t handle;
+    const void *alpha, *beta, *alpha2;
+    char *x, *y, *z;      /* split along N: x the input side (dx for BackwardData), y the output side (dy) */
+    void *w;              /* unsplit: w, or dw for BackwardFilter */
+    cudnnTensorDescriptor_t xdesc, ydesc, zdesc, bias_desc;
+    cudnnFilterDescriptor_t wdesc;
+    cudnnConvolutionDescriptor_t conv;
+    const void *bias;
+    cudnnActivationDescriptor_t act;
+    int algo;
+    void *ws;
+    size_t ws_bytes;
+} exec_args;
+
+static int call_real(const exec_args *a, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd,
+                     cudnnTensorDescriptor_t zd, cudnnConvolutionDescriptor_t cd, int algo, const void *beta, int n0)
+{
+    const uc_real_table *r = uc_real();
+    char *x = a->x ? a->x + uc_sample_offset(&a->k->x, n0) : NULL;
+    char *y = a->y ? a->y + uc_sample_offset(&a->k->y, n0) : NULL;
+    char *z = a->z ? a->z + uc_sample_offset(&a->k->z, n0) : NULL;
+    if (a->k->biasact)
+        return r->cudnnConvolutionBiasActivationForward(a->handle, a->alpha, xd, x, a->wdesc, a->w, cd,
+                                                        (cudnnConvolutionFwdAlgo_t)algo, a->ws, a->ws_bytes,
+                                                        a->alpha2, zd, z, a->bias_desc, a->bias, a->act, yd, y);
+    switch (a->k->op) {
+    case UCUDNN_OP_FWD:
+        return r->cudnnConvolutionForward(a->handle, a->alpha, xd, x, a->wdesc, a->w, cd,
+                                          (cudnnConvolutionFwdAlgo_t)algo, a->ws, a->ws_bytes, beta, yd, y);
+    case UCUDNN_OP_BWD_DATA:
+        return r->cudnnConvolutionBackwardData(a->handle, a->alpha, a->wdesc, a->w, yd, y, cd,
+                                               (cudnnConvolutionBwdDataAlgo_t)algo, a->ws, a->ws_bytes, beta, xd, x);
+    default:
+        return r->cudnnConvolutionBackwardFilter(a->handle, a->alpha, xd, x, yd, y, cd,
+                                                 (cudnnConvolutionBwdFilterAlgo_t)algo, a->ws, a->ws_bytes, beta,
+                                                 a->wdesc, a->w);
+    }
+}
+
+static int call_original(const exec_args *a)
+{
+    uc_guard++;
+    int st = call_real(a, a->xdesc, a->ydesc, a->zdesc, a->conv, a->algo, a->beta, 0);
+    uc_guard--;
+    return st;
+}
+
+/*
+ * Micro-batch i (from sample n0) was refused for its arguments. Samples are independent (and BackwardFilter's
+ * partial sums are already accumulated), so the rest [n0, N) runs as one call with the caller's own algorithm,
+ * which fitted the caller's workspace at the full N: the result is still exactly right.
+ */
+static int finish_rest(const exec_args *a, int n0, const void *beta)
+{
+    const uc_real_table *r = uc_real();
+    int rest = a->k->x.dims[0] - n0;
+    cudnnTensorDescriptor_t xd = NULL, yd = NULL, zd = NULL;
+    int st = uc_tensor_clone(&a->k->x, rest, &xd);
+    if (st == 0)
+        st = uc_tensor_clone(&a->k->y, rest, &yd);
+    if (st == 0 && a->k->biasact)
+        st = uc_tensor_clone(&a->k->z, rest, &zd);
+    if (st == 0)
+        st = call_real(a, xd, yd, zd, a->conv, a->algo, beta, n0);
+    if (xd)
+        r->cudnnDestroyTensorDescriptor(xd);
+    if (yd)
+        r->cudnnDestroyTensorDescriptor(yd);
+    if (zd)
+        r->cudnnDestroyTensorDescriptor(zd);
+    return st;
+}
+
+/* Runs the plan; *issued counts real calls made. Returns the status, *ran_plan 0 if it fell back to the
+ * caller's original call before anything was written. */
+static int run_plan(const exec_args *a, const uc_plan *p, int *issued, int *ran_plan)
+{
+    static const float one_f = 1.0f;
+    static const double one_d = 1.0;
+    const void *one = a->k->x.dtype == CUDNN_DATA_DOUBLE ? (const void *)&one_d : (const void *)&one_f;
+    int n0 = 0;
+    *ran_plan = 1;
+    uc_guard++;
+    for (int i = 0; i < p->count; i++) {
+        const void *beta = (a->k->op == UCUDNN_OP_BWD_FILTER && i > 0) ? one : a->beta;
+        int st = call_real(a, p->xd[i], p->yd[i], p->zd[i], p->cd[i] ? p->cd[i] : a->conv, p->mb[i].algo, beta, n0);
+        ++*issued;
+        if (st != 0) {
+            if (uc_status_refused(st)) {
+                UC_COUNT(exec_recoveries, 1);
+                uc_log(UC_LOG_INFO, "micro-batch %d (algo %d, %d samples) refused with %d; finishing with algo %d",
+                       i, p->mb[i].algo, p->mb[i].batch, st, a->algo);
+                ++*issued;
+                if (n0 == 0) {
+                    *ran_plan = 0;
+                    st = call_real(a, a->xdesc, a->ydesc, a->zdesc, a->conv, a->algo, a->beta, 0);
+                } else {
+                    st = finish_rest(a, n0, beta);
+                }
+            }
+            uc_guard--;
+            return st;
+        }
+        n0 += p->mb[i].batch;
+    }
+    uc_guard--;
+    return 0;
+}
+
+static uc_plan *exec_plan(const uc_call *c, size_t ws_bytes, int algo)
+{
+    size_t limit = uc_cfg_default_limit();
+    int policy = uc_cfg_policy();
+    size_t usable = ws_bytes < limit ? ws_bytes : limit; /* all the decision depends on: one entry per value */
+    uc_ckey key;
+    uc_ckey_init(&key, UC_KEY_EXEC, c->k, policy, algo, usable, limit);
+    uc_plan *p = uc_cache_get(&key);
+    if (p)
+        return p;
+    /* The caller's algorithm says whether it wants determinism: a plan never trades it away. */
+    int det = uc_algo_deterministic(c, algo);
+    int fresh = 0;
+    p = uc_get_plan(c, usable, det, &fresh);
+    if (fresh && usable < limit) /* planned again for a workspace below the limit Get/Find planned under */
+        UC_COUNT(replans, 1);
+    if (!p)
+        return NULL;
+    uc_plan *cached = uc_cache_put(&key, p);
+    uc_plan_release(p);
+    return cached;
+}
+
+static cudnnStatus_t execute(const exec_args *a, const char *why)
+{
+    if (!why && (a->algo < 0 || a->algo >= uc_algo_count(a->k->op)))
+        why = "the caller's algorithm is not one of the op's"; /* cuDNN's own answer, not a plan's */
+    if (why) {
+        UC_COUNT(passthrough, 1);
+        uc_log(UC_LOG_DEBUG, "%s passes through: %s", uc_op_name(a->k->op), why);
+        return (cudnnStatus_t)call_original(a);
+    }
+    uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv};
+    uc_plan *p = exec_plan(&c, a->ws_bytes, a->algo);
+    if (!p || p->count == 0) {
+        uc_plan_release(p);
+        UC_COUNT(passthrough, 1);
+        return (cudnnStatus_t)call_original(a);
+    }
+    int issued = 0, ran_plan = 0;
+    int st = run_plan(a, p, &issued, &ran_plan);
+    UC_COUNT(micro_batches, issued);
+    if (ran_plan)
+        UC_COUNT(planned, 1);
+    else
+        UC_COUNT(passthrough, 1);
+    uc_set_last_plan(p); /* hands over our reference */
+    return (cudnnStatus_t)st;
+}
+
+cudnnStatus_t uc_hook_cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
+                                              const cudnnTensorDescriptor_t xDesc, const void *x,
+                                              const cudnnFilterDescriptor_t wDesc, const void *w,
+                                              const cudnnConvolutionDescriptor_t convDesc,
+                                              cudnnConvolutionFwdAlgo_t algo, void *workSpace,
+                                              size_t workSpaceSizeInBytes, const void *beta,
+                                              const cudnnTensorDescriptor_t yDesc, void *y)
+{
+    uc_kernel k;
+    const char *why = uc_kernel_read(&k, UCUDNN_OP_FWD, xDesc, wDesc, convDesc, yDesc, NULL);
+    exec_args a = {&k, handle, alpha, beta, NULL, (char *)x, (char *)y, NULL, (void *)w, xDesc, yDesc, NULL,
+                   NULL, wDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
+    return execute(&a, why);
+}
+
+cudnnStatus_t uc_hook_cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
+                                                   const cudnnFilterDescriptor_t wDesc, const void *w,
+                                                   const cudnnTensorDescriptor_t dyDesc, const void *dy,
+                                                   const cudnnConvolutionDescriptor_t convDesc,
+                                                   cudnnConvolutionBwdDataAlgo_t algo, void *workSpace,
+                                                   size_t workSpaceSizeInBytes, const void *beta,
+                                                   const cudnnTensorDescriptor_t dxDesc, void *dx)
+{
+    uc_kernel k;
+    const char *why = uc_kernel_read(&k, UCUDNN_OP_BWD_DATA, dxDesc, wDesc, convDesc, dyDesc, NULL);
+    exec_args a = {&k, handle, alpha, beta, NULL, (char *)dx, (char *)dy, NULL, (void *)w, dxDesc, dyDesc, NULL,
+                   NULL, wDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
+    return execute(&a, why);
+}
+
+cudnnStatus_t uc_hook_cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
+                                                     const cudnnTensorDescriptor_t xDesc, const void *x,
+                                                     const cudnnTensorDescriptor_t dyDesc, const void *dy,
+                                                     const cudnnConvolutionDescriptor_t convDesc,
+                                                     cudnnConvolutionBwdFilterAlgo_t algo, void *workSpace,
+                                                     size_t workSpaceSizeInBytes, const void *beta,
+                                                     const cudnnFilterDescriptor_t dwDesc, void *dw)
+{
+    uc_kernel k;
+    const char *why = uc_kernel_read(&k, UCUDNN_OP_BWD_FILTER, xDesc, dwDesc, convDesc, dyDesc, NULL);
+    exec_args a = {&k, handle, alpha, beta, NULL, (char *)x, (char *)dy, NULL, dw, xDesc, dyDesc, NULL,
+                   NULL, dwDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
+    return execute(&a, why);
+}
+
+cudnnStatus_t uc_hook_cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x,
+    const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void *z, const cudnnTensorDescriptor_t biasDesc, const void *bias,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc, void *y)
+{
+    uc_kernel k;
+    const char *why = uc_kernel_read(&k, UC_OP_BIASACT, xDesc, wDesc, convDesc, yDesc, zDesc);
+    exec_args a = {&k, handle, alpha1, NULL, alpha2, (char *)x, (char *)y, (char *)z, (void *)w, xDesc, yDesc,
+                   zDesc, biasDesc, wDesc, convDesc, bias, activationDesc, (int)algo, workSpace,
+                   workSpaceSizeInBytes};
+    return execute(&a, why);
+}

@@ -1,0 +1,244 @@
+/*
+ * Internals of the preload library (libucudnn.so), shared by its translation units.
+ *
+ * Layers, bottom up: uc_resolve.c (the real library, statuses, the per-thread guard), uc_config.c (UCUDNN_*
+ * variables and logging), uc_key.c (reading descriptors into kernel keys, cloning descriptors), uc_cache.c
+ * (the in-memory plan cache), uc_plan.c (asking the planner, validating and building plans), uc_exec.c and
+ * uc_query.c (the hooks), uc_control.c (the ucudnn_* control API, stats, the generated hook entry points).
+ */
+#ifndef UC_INTERNAL_H
+#define UC_INTERNAL_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ucudnn/cudnn_abi.h"
+#include "ucudnn/ucudnn.h"
+
+#define UC_EXPORT __attribute__((visibility("default")))
+#define UC_MAXD CUDNN_DIM_MAX
+/* Rows asked of the real Find/Get: cuDNN may list an algorithm once per math type, so well over the enum count. */
+#define UC_MAX_ROWS 64
+
+/* ---- the real library (uc_resolve.c) ---- */
+
+typedef struct {
+#define UC_FIELD(ret, name, params, args) ret(*name) params;
+#define UC_EXEC UC_FIELD
+#define UC_QUERY UC_FIELD
+#define UC_REAL UC_FIELD
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_REAL
+#undef UC_FIELD
+    int found;        /* a real library was found (some hooked function resolved) */
+    int descriptors;  /* every UC_REAL function resolved: keys can be read and descriptors cloned */
+    int major;        /* cuDNN major version of the real library (9 if unknown) */
+    size_t version;   /* cudnnGetVersion() of the real library, 0 if unknown */
+    char path[PATH_MAX]; /* file of the real library, "" if unknown */
+} uc_real_table;
+
+/* The real functions, resolved once (pthread_once) at the first call. Never NULL; fields may be. */
+const uc_real_table *uc_real(void);
+
+/*
+ * Per-thread guard: > 0 while this thread is inside the shim's own calls into the real library or the planner.
+ * A hooked entry reached with the guard up goes straight to the real function, so the shim never intercepts
+ * itself (the real library calling its own exports through the PLT, a planner calling cuDNN).
+ * Initial-exec TLS: no __tls_get_addr on the hot path and no DT_NEEDED on the dynamic loader; 4 bytes fit the
+ * static TLS surplus glibc keeps for libraries that are dlopened rather than preloaded.
+ */
+extern __thread int uc_guard __attribute__((tls_model("initial-exec")));
+
+enum uc_status_kind { UC_ST_NOT_INITIALIZED, UC_ST_BAD_PARAM, UC_ST_NOT_SUPPORTED, UC_ST_INTERNAL, UC_ST_ALLOC };
+/* A status the shim produces itself, in the numbering of the library it forwards to (cuDNN 8 or 9). */
+int uc_status(enum uc_status_kind kind);
+/* 1 if `status` says the call was refused for its arguments (bad param / not supported): nothing ran. */
+int uc_status_refused(int status);
+
+/* ---- configuration and logging (uc_config.c; the table is generated from ucudnn/config.py) ---- */
+
+enum { UC_LOG_ERROR = 0, UC_LOG_WARNING = 1, UC_LOG_INFO = 2, UC_LOG_DEBUG = 3 };
+void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
+int uc_cfg_disabled(void);
+size_t uc_cfg_default_limit(void);
+int uc_cfg_policy(void);                 /* index into the policy choices */
+const char *uc_cfg_policy_name(int policy);
+/* Copy a PATH/STRING variable's current value into buf (NUL-terminated); returns its length. */
+size_t uc_cfg_string(int var, char *buf, size_t len);
+int uc_cfg_set(const char *name, const char *value); /* ucudnn_set_option */
+
+/* ---- kernel keys and descriptors (uc_key.c) ---- */
+
+/* Internal op code of bias-activation forward: a forward kernel whose z is split too. */
+#define UC_OP_BIASACT 3
+
+typedef struct {
+    int32_t dtype, nb;
+    int32_t dims[UC_MAXD];
+    int32_t strides[UC_MAXD];
+} uc_tensor;
+
+/*
+ * Everything the real library reports about one convolution call's descriptors. Zero-filled before reading,
+ * so it can be hashed and compared bytewise. x is the input side (dx for BackwardData), y the output side
+ * (dy for the backward ops), z the bias-activation addend; N stays in dims[0] (keys mask it).
+ */
+typedef struct {
+    int32_t op;      /* UCUDNN_OP_* */
+    int32_t biasact; /* 1: cudnnConvolutionBiasActivationForward (planned as a forward kernel) */
+    uc_tensor x, y, z;
+    int32_t wdtype, wformat, wnb;
+    int32_t wdims[UC_MAXD];
+    int32_t cnb;
+    int32_t pad[UC_MAXD], stride[UC_MAXD], dil[UC_MAXD];
+    int32_t mode, ctype, groups, math;
+} uc_kernel;
+
+/*
+ * Read the descriptors. Returns NULL on success, else why the call cannot be planned (the caller passes it
+ * through): unreadable descriptors, an unsupported data type or layout, N < 2.
+ */
+const char *uc_kernel_read(uc_kernel *k, int op, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                           cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y,
+                           cudnnTensorDescriptor_t z);
+/* The canonical text key (N excluded, op included); returns the length needed, like snprintf. */
+size_t uc_kernel_text(const uc_kernel *k, char *buf, size_t len);
+size_t uc_dtype_size(int dtype);
+const char *uc_op_name(int op);
+int uc_algo_count(int op);
+/* A tensor descriptor like t with N = b and the same strides (nStride unchanged). 0 or a cuDNN status. */
+int uc_tensor_clone(const uc_tensor *t, int b, cudnnTensorDescriptor_t *out);
+/* A convolution descriptor like k's with math type `math`. 0 or a cuDNN status. */
+int uc_conv_clone(const uc_kernel *k, int math, cudnnConvolutionDescriptor_t *out);
+/* Byte offset of sample n0 in tensor t. */
+static inline ptrdiff_t uc_sample_offset(const uc_tensor *t, int n0)
+{
+    return (ptrdiff_t)n0 * (ptrdiff_t)t->strides[0] * (ptrdiff_t)uc_dtype_size(t->dtype);
+}
+
+/* ---- plans and the plan cache (uc_cache.c) ---- */
+
+enum { UC_SRC_NONE = 0, UC_SRC_PLANNER = 1, UC_SRC_FALLBACK = 2 };
+
+/* An immutable plan, shared by reference count; count == 0 means "no plan: pass through". */
+typedef struct uc_plan {
+    atomic_int refs;
+    int op, n, count, source;
+    size_t limit;       /* the workspace limit it was planned under */
+    int policy, det_requested;
+    ucudnn_micro_batch *mb;
+    float time_ms;
+    size_t workspace;   /* max over micro-batches, verified with the real workspace queries */
+    int deterministic;
+    int algo0;          /* the algorithm reported for the plan in Get/Find results */
+    int math0;          /* its math type */
+    /* Per micro-batch descriptors (shared between micro-batches of one size; conv NULL: the caller's). */
+    cudnnTensorDescriptor_t *xd, *yd, *zd;
+    cudnnConvolutionDescriptor_t *cd;
+    int n_owned_t, n_owned_c;
+    cudnnTensorDescriptor_t *owned_t;
+    cudnnConvolutionDescriptor_t *owned_c;
+    char *key_text;
+    char *json;
+} uc_plan;
+
+/* Cache key: a plan (planned at `limit` with determinism `sel`) or an execution decision (workspace `limit`,
+ * default limit `deflimit`, the caller's algorithm `sel`). Zero-filled before use: compared bytewise. */
+enum { UC_KEY_PLAN = 1, UC_KEY_EXEC = 2 };
+typedef struct {
+    int32_t kind, n, policy, sel;
+    uint64_t limit, deflimit;
+    uc_kernel k; /* with N masked */
+} uc_ckey;
+
+void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
+                  uint64_t deflimit);
+/* A referenced plan for exactly this key, or NULL. */
+uc_plan *uc_cache_get(const uc_ckey *key);
+/* A referenced plan planned for the same kernel, N, policy at a limit >= key->limit whose workspace fits
+ * key->limit (optimal there too), with compatible determinism; or NULL. key->kind must be UC_KEY_PLAN. */
+uc_plan *uc_cache_alias(const uc_ckey *key);
+/* Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
+ * Returns a referenced plan for the key (the caller still owns its reference to `p`). */
+uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p);
+/* 1 if this kernel (N ignored) was not seen before. */
+int uc_cache_note_kernel(const uc_kernel *k);
+void uc_cache_clear(void);
+void uc_plan_ref(uc_plan *p);
+void uc_plan_release(uc_plan *p);
+void uc_plan_free(uc_plan *p);
+
+/* ---- planning (uc_plan.c) ---- */
+
+/* One hooked call as planning sees it: the handle and the caller's descriptors at the call's N. */
+typedef struct {
+    cudnnHandle_t handle;
+    const uc_kernel *k;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} uc_call;
+
+/* A referenced plan (possibly count == 0: pass through) for limit/determinism, planning on a miss; NULL if
+ * none can be had right now (pass through, nothing cached). Never holds a lock while planning. *fresh (if not
+ * NULL) is set to 1 when the planner was asked. */
+uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh);
+/* The planner to use now (finding it at the first call); NULL with *transient set while another thread is still
+ * looking (the caller passes the call through uncached rather than wait: that thread may want a GIL we hold). */
+ucudnn_planner_fn uc_get_planner(int *transient);
+/* 1 deterministic, 0 not, -1 not reported; several rows per algorithm (math types): any deterministic one counts. */
+int uc_row_determinism(const ucudnn_perf *rows, int n, int algo);
+/* Determinism of `algo` as the real library reports it at the call's N (unknown counts as deterministic). */
+int uc_algo_deterministic(const uc_call *c, int algo);
+/* The real Get*_v7 (find 0) or Find* (find 1) of the call's op, with exactly these arguments. */
+int uc_real_search(int find, const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap,
+                   int *n, void *rows);
+/* The same into rows, *n clamped to 0..cap (0 on failure): real Get*_v7 at the call's descriptors, Find at x/y. */
+int uc_real_get_v7(const uc_call *c, ucudnn_perf *rows, int cap, int *n);
+int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
+                 int cap, int *n);
+/* Real workspace query for the op of k. */
+int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+               cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes);
+
+/* ---- hook implementations (uc_exec.c, uc_query.c), called by the generated entry points ---- */
+
+#define UC_DECL(ret, name, params, args) ret uc_hook_##name params;
+#define UC_EXEC UC_DECL
+#define UC_QUERY UC_DECL
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_DECL
+
+/* ---- stats (uc_control.c) ---- */
+
+typedef struct {
+    atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
+        planner_calls, planner_errors, rejected_plans, replans, fallback_plans, no_plan, exec_recoveries,
+        missing_real;
+} uc_stats;
+extern uc_stats uc_stat;
+#define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)
+
+/* The calling thread's most recent executed plan (referenced; released when replaced). */
+void uc_set_last_plan(uc_plan *p);
+
+/* ---- small string builder (uc_key.c) ---- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} uc_sb;
+void uc_sb_printf(uc_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void uc_sb_json_string(uc_sb *sb, const char *s);
+/* The built string (caller frees), or NULL if an allocation failed. */
+char *uc_sb_take(uc_sb *sb);
+
+#endif /* UC_INTERNAL_H */

@@ -1,0 +1,396 @@
+/*
+ * Planning on a plan-cache miss: find a planner, ask it, validate its answer, and build the plan (descriptor
+ * clones per micro-batch size, workspace verified with the real library's own queries).
+ *
+ * Where the planner comes from (uc_planner_source.c), tried once per process at the first miss:
+ *   1. one registered with ucudnn_set_planner (a test driver, or the bridge after step 2 or 3);
+ *   2. a running Python interpreter (Py_IsInitialized via RTLD_DEFAULT): take the GIL with its own
+ *      PyGILState_Ensure and import ucudnn._runtime, which registers the bridge's planner;
+ *   3. no interpreter (a C/C++ host): dlopen libucudnn_planner.so from our own directory and call
+ *      ucudnn_embedded_planner_init, which starts one and registers the planner;
+ *   4. otherwise the built-in fallback: the fastest single undivided algorithm that fits (said once).
+ * No lock is held while any of this runs.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uc_internal.h"
+
+_Static_assert(sizeof(ucudnn_perf) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf row layout");
+_Static_assert(offsetof(ucudnn_perf, memory) == offsetof(cudnnConvolutionFwdAlgoPerf_t, memory), "perf layout");
+_Static_assert(offsetof(ucudnn_perf, determinism) == offsetof(cudnnConvolutionFwdAlgoPerf_t, determinism),
+               "perf row layout");
+
+static atomic_int fallback_announced;
+
+/* ---- benchmarking for the planner ---- */
+
+/* The planner gets an opaque token, not a pointer: a stack address is reused by the next request, a token never
+ * is, so a stale context is always refused. */
+typedef struct bench_ctx {
+    struct bench_ctx *next;
+    const uc_call *call;
+    uintptr_t token;
+} bench_ctx;
+static atomic_uintptr_t next_token = 0x5ec0001;
+
+/* Live requests. Held during a benchmark too: benchmarks then never overlap (cleaner timings) and a request
+ * cannot end under a benchmark that another thread runs for it. The GIL is not held by ucudnn_benchmark's
+ * callers (cffi releases it), so this cannot deadlock against Python. */
+static pthread_mutex_t bench_lock = PTHREAD_MUTEX_INITIALIZER;
+static bench_ctx *live;
+
+UC_EXPORT int ucudnn_benchmark(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count)
+{
+    if (count)
+        *count = 0;
+    if (!ctx || !out || !count || capacity < 0)
+        return uc_status(UC_ST_BAD_PARAM);
+    pthread_mutex_lock(&bench_lock);
+    bench_ctx *b = live;
+    while (b && b->token != (uintptr_t)ctx)
+        b = b->next;
+    int st = uc_status(UC_ST_BAD_PARAM);
+    if (!b) {
+        uc_log(UC_LOG_WARNING, "ucudnn_benchmark: bench_ctx is not a request being planned");
+    } else if (batch >= 1 && batch <= b->call->k->x.dims[0]) {
+        const uc_call *c = b->call;
+        cudnnTensorDescriptor_t x = NULL, y = NULL;
+        ucudnn_perf rows[UC_MAX_ROWS];
+        int n = 0;
+        st = uc_tensor_clone(&c->k->x, batch, &x);
+        if (st == 0)
+            st = uc_tensor_clone(&c->k->y, batch, &y);
+        if (st == 0)
+            st = uc_real_find(c, x, y, rows, UC_MAX_ROWS, &n);
+        if (st == 0) {
+            int m = n < capacity ? n : capacity;
+            memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
+            *count = m;
+        }
+        const uc_real_table *r = uc_real();
+        if (x)
+            r->cudnnDestroyTensorDescriptor(x);
+        if (y)
+            r->cudnnDestroyTensorDescriptor(y);
+    }
+    pthread_mutex_unlock(&bench_lock);
+    return st;
+}
+
+/* ---- the built-in fallback: one undivided micro-batch ---- */
+
+static int fallback_plan(const uc_call *c, const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
+{
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int n = 0, timed = 1;
+    if (uc_real_find(c, c->x, c->y, rows, UC_MAX_ROWS, &n) != 0) {
+        /* No measurements: heuristic order, with the real workspace of each candidate. */
+        timed = 0;
+        if (uc_real_get_v7(c, rows, UC_MAX_ROWS, &n) != 0)
+            return 2;
+        for (int i = 0; i < n; i++)
+            if (rows[i].status == 0 && uc_real_ws(c, c->x, c->y, c->conv, rows[i].algo, &rows[i].memory) != 0)
+                rows[i].status = uc_status(UC_ST_NOT_SUPPORTED);
+    }
+    for (int i = 0; i < n; i++) {
+        const ucudnn_perf *row = &rows[i];
+        if (row->status != 0 || row->algo < 0 || row->algo >= req->algo_count ||
+            row->memory > req->workspace_limit_bytes || (req->deterministic_only && !row->determinism))
+            continue;
+        rep->count = 1;
+        rep->micro_batches[0] = (ucudnn_micro_batch){req->batch, row->algo, row->math_type};
+        rep->time_ms = timed && isfinite(row->time_ms) && row->time_ms >= 0 ? row->time_ms : 0.0f;
+        rep->workspace_bytes = row->memory;
+        rep->deterministic = row->determinism == CUDNN_DETERMINISTIC;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- validating and building ---- */
+
+static const char *validate(const ucudnn_plan_request *req, const ucudnn_plan_reply *rep, char *why, size_t len)
+{
+    if (rep->count < 1 || rep->count > rep->capacity)
+        return snprintf(why, len, "micro-batch count %d outside 1..%d", rep->count, rep->capacity), why;
+    long long sum = 0;
+    for (int i = 0; i < rep->count; i++) {
+        const ucudnn_micro_batch *m = &rep->micro_batches[i];
+        if (m->batch < 1 || m->batch > req->batch)
+            return snprintf(why, len, "micro-batch %d has size %d", i, m->batch), why;
+        if (m->algo < 0 || m->algo >= req->algo_count)
+            return snprintf(why, len, "micro-batch %d has algorithm %d, not in 0..%d", i, m->algo,
+                            req->algo_count - 1), why;
+        if (m->math_type < CUDNN_DEFAULT_MATH || m->math_type > CUDNN_FMA_MATH)
+            return snprintf(why, len, "micro-batch %d has math type %d", i, m->math_type), why;
+        sum += m->batch;
+    }
+    if (sum != req->batch)
+        return snprintf(why, len, "micro-batch sizes sum to %lld, not %d", sum, req->batch), why;
+    if (rep->workspace_bytes > req->workspace_limit_bytes)
+        return snprintf(why, len, "workspace %zu exceeds the limit %zu", rep->workspace_bytes,
+                        req->workspace_limit_bytes), why;
+    if (!isfinite(rep->time_ms) || rep->time_ms < 0)
+        return snprintf(why, len, "predicted time %g", (double)rep->time_ms), why;
+    if (req->deterministic_only && !rep->deterministic)
+        return snprintf(why, len, "a deterministic plan was asked for"), why;
+    return NULL;
+}
+
+static int own_tensor(uc_plan *p, const uc_tensor *t, int b, cudnnTensorDescriptor_t *out)
+{
+    int st = uc_tensor_clone(t, b, out);
+    if (st == 0)
+        p->owned_t[p->n_owned_t++] = *out;
+    return st;
+}
+
+static void plan_json(uc_plan *p, int biasact)
+{
+    uc_sb sb = {0};
+    uc_sb_printf(&sb, "{\"key\":");
+    uc_sb_json_string(&sb, p->key_text);
+    uc_sb_printf(&sb,
+                 ",\"op\":\"%s\",\"bias_activation\":%s,\"batch\":%d,\"limit\":%zu,\"policy\":\"%s\","
+                 "\"deterministic_only\":%s,\"source\":\"%s\",\"time_ms\":%.6g,\"workspace_bytes\":%zu,"
+                 "\"deterministic\":%s,\"algo\":%d,\"micro_batches\":[",
+                 uc_op_name(p->op), biasact ? "true" : "false", p->n, p->limit, uc_cfg_policy_name(p->policy),
+                 p->det_requested ? "true" : "false", p->source == UC_SRC_FALLBACK ? "fallback" : "planner",
+                 (double)p->time_ms, p->workspace, p->deterministic ? "true" : "false", p->algo0);
+    for (int i = 0; i < p->count; i++)
+        uc_sb_printf(&sb, "%s{\"batch\":%d,\"algo\":%d,\"math_type\":%d}", i ? "," : "", p->mb[i].batch,
+                     p->mb[i].algo, p->mb[i].math_type);
+    uc_sb_printf(&sb, "]}");
+    p->json = uc_sb_take(&sb);
+}
+
+static uc_plan *new_plan(int op, int n, size_t limit, int policy, int det, int count)
+{
+    uc_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    atomic_init(&p->refs, 1);
+    p->op = op;
+    p->n = n;
+    p->limit = limit;
+    p->policy = policy;
+    p->det_requested = det;
+    p->count = count;
+    p->algo0 = -1;
+    return p;
+}
+
+/* The plan for a validated reply, or NULL with `why` set when the real library disagrees with it. */
+static uc_plan *build_plan(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep,
+                           int policy, int source, char *why, size_t why_len)
+{
+    const uc_kernel *k = c->k;
+    int cnt = rep->count;
+    uc_plan *p = new_plan(k->op, req->batch, req->workspace_limit_bytes, policy, req->deterministic_only, cnt);
+    if (!p)
+        return snprintf(why, why_len, "out of memory"), NULL;
+    p->source = source;
+    p->mb = malloc(sizeof *p->mb * (size_t)cnt);
+    p->xd = calloc((size_t)cnt, sizeof *p->xd);
+    p->yd = calloc((size_t)cnt, sizeof *p->yd);
+    p->zd = calloc((size_t)cnt, sizeof *p->zd);
+    p->cd = calloc((size_t)cnt, sizeof *p->cd);
+    p->owned_t = calloc((size_t)cnt * 3, sizeof *p->owned_t);
+    p->owned_c = calloc(4, sizeof *p->owned_c);
+    p->key_text = strdup(req->key);
+    if (!p->mb || !p->xd || !p->yd || !p->zd || !p->cd || !p->owned_t || !p->owned_c || !p->key_text) {
+        uc_plan_free(p);
+        return snprintf(why, why_len, "out of memory"), NULL;
+    }
+    memcpy(p->mb, rep->micro_batches, sizeof *p->mb * (size_t)cnt);
+    cudnnConvolutionDescriptor_t by_math[4] = {0};
+    size_t ws_max = 0;
+    for (int i = 0; i < cnt; i++) {
+        const ucudnn_micro_batch *m = &p->mb[i];
+        int j = 0;
+        while (j < i && p->mb[j].batch != m->batch)
+            j++;
+        int st = 0;
+        if (j < i) { /* descriptors are shared by micro-batches of one size */
+            p->xd[i] = p->xd[j];
+            p->yd[i] = p->yd[j];
+            p->zd[i] = p->zd[j];
+        } else {
+            st = own_tensor(p, &k->x, m->batch, &p->xd[i]);
+            if (st == 0)
+                st = own_tensor(p, &k->y, m->batch, &p->yd[i]);
+            if (st == 0 && k->biasact)
+                st = own_tensor(p, &k->z, m->batch, &p->zd[i]);
+        }
+        /* The caller's own convolution descriptor serves micro-batches of its math type; others get a clone. */
+        if (st == 0 && m->math_type != k->math && !by_math[m->math_type]) {
+            st = uc_conv_clone(k, m->math_type, &by_math[m->math_type]);
+            if (st == 0)
+                p->owned_c[p->n_owned_c++] = by_math[m->math_type];
+        }
+        p->cd[i] = m->math_type != k->math ? by_math[m->math_type] : NULL;
+        size_t ws = 0;
+        if (st == 0)
+            st = uc_real_ws(c, p->xd[i], p->yd[i], p->cd[i] ? p->cd[i] : c->conv, m->algo, &ws);
+        if (st != 0) {
+            snprintf(why, why_len, "the real library refuses algorithm %d at batch %d (status %d)", m->algo,
+                     m->batch, st);
+            uc_plan_free(p);
+            return NULL;
+        }
+        ws_max = ws > ws_max ? ws : ws_max;
+    }
+    if (ws_max > req->workspace_limit_bytes) {
+        snprintf(why, why_len, "the real workspace %zu exceeds the limit %zu", ws_max, req->workspace_limit_bytes);
+        uc_plan_free(p);
+        return NULL;
+    }
+    p->workspace = ws_max > rep->workspace_bytes ? ws_max : rep->workspace_bytes;
+    p->time_ms = rep->time_ms;
+    p->deterministic = rep->deterministic != 0;
+    /* Reported algorithm: the largest micro-batch's. A non-deterministic plan reports, where it can, one of its
+     * non-deterministic algorithms, so a caller executing it is recognised as not asking for determinism. */
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int nrows = 0;
+    if (!p->deterministic && uc_real_get_v7(c, rows, UC_MAX_ROWS, &nrows) != 0)
+        nrows = 0;
+    int best = -1, best_nd = -1;
+    for (int i = 0; i < cnt; i++) {
+        if (best < 0 || p->mb[i].batch > p->mb[best].batch)
+            best = i;
+        if (!p->deterministic && uc_row_determinism(rows, nrows, p->mb[i].algo) == 0 &&
+            (best_nd < 0 || p->mb[i].batch > p->mb[best_nd].batch))
+            best_nd = i;
+    }
+    best = best_nd >= 0 ? best_nd : best;
+    p->algo0 = p->mb[best].algo;
+    p->math0 = p->mb[best].math_type;
+    plan_json(p, k->biasact);
+    return p;
+}
+
+static void backend_id(char *buf, size_t len)
+{
+    const uc_real_table *r = uc_real();
+    char device[256] = "host";
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (cuda) {
+        int (*ctx_device)(int *) = (int (*)(int *))dlsym(cuda, "cuCtxGetDevice");
+        int (*device_name)(char *, int, int) = (int (*)(char *, int, int))dlsym(cuda, "cuDeviceGetName");
+        int dev = 0;
+        if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
+            snprintf(device, sizeof device, "cuda-unknown");
+    }
+    snprintf(buf, len, "device=%s;cudnn=%zu;lib=%s", device, r->version, r->path);
+}
+
+static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
+{
+    const uc_kernel *k = c->k;
+    int n = k->x.dims[0];
+    size_t key_len = uc_kernel_text(k, NULL, 0);
+    char *key = malloc(key_len + 1);
+    ucudnn_micro_batch *mbs = malloc(sizeof *mbs * (size_t)n);
+    if (!key || !mbs || key_len == 0) {
+        free(key);
+        free(mbs);
+        return NULL;
+    }
+    uc_kernel_text(k, key, key_len + 1);
+    char backend[PATH_MAX + 300];
+    backend_id(backend, sizeof backend);
+    bench_ctx ctx = {NULL, c, atomic_fetch_add(&next_token, 2)};
+    ucudnn_plan_request req = {UCUDNN_ABI_VERSION, k->op, key, backend, n, limit, uc_cfg_policy_name(policy),
+                               det, uc_algo_count(k->op), (void *)ctx.token};
+    ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0};
+
+    int transient = 0, source = UC_SRC_PLANNER, rc;
+    ucudnn_planner_fn planner = uc_get_planner(&transient);
+    if (!planner && transient) {
+        free(key);
+        free(mbs);
+        return NULL;
+    }
+    if (planner) {
+        pthread_mutex_lock(&bench_lock);
+        ctx.next = live;
+        live = &ctx;
+        pthread_mutex_unlock(&bench_lock);
+        UC_COUNT(planner_calls, 1);
+        uc_guard++;
+        rc = planner(&req, &rep);
+        uc_guard--;
+        pthread_mutex_lock(&bench_lock);
+        bench_ctx **pp = &live;
+        while (*pp && *pp != &ctx)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = ctx.next;
+        pthread_mutex_unlock(&bench_lock);
+    } else {
+        if (!atomic_exchange(&fallback_announced, 1))
+            uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
+                                   "algorithm that fits (built-in fallback)");
+        source = UC_SRC_FALLBACK;
+        rc = fallback_plan(c, &req, &rep);
+    }
+
+    uc_plan *p = NULL;
+    char why[256];
+    if (rc == 0) {
+        const char *bad = validate(&req, &rep, why, sizeof why);
+        p = bad ? NULL : build_plan(c, &req, &rep, policy, source, why, sizeof why);
+        if (!p) {
+            UC_COUNT(rejected_plans, 1);
+            uc_log(UC_LOG_WARNING, "rejected a plan for %s at N=%d: %s; passing the kernel through", key, n, why);
+        } else if (source == UC_SRC_FALLBACK) {
+            UC_COUNT(fallback_plans, 1);
+        }
+    } else if (rc == 1) {
+        UC_COUNT(no_plan, 1);
+        uc_log(UC_LOG_DEBUG, "no plan fits %zu bytes for %s at N=%d", limit, key, n);
+    } else {
+        UC_COUNT(planner_errors, 1);
+        uc_log(UC_LOG_INFO, "the planner failed (%d) for %s at N=%d; passing the kernel through", rc, key, n);
+    }
+    if (!p) {
+        /* Cached "no plan": the kernel passes through until ucudnn_clear_plans, without asking again. */
+        p = new_plan(k->op, n, limit, policy, det, 0);
+        if (p)
+            p->key_text = strdup(key);
+    }
+    free(key);
+    free(mbs);
+    return p;
+}
+
+uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
+{
+    int policy = uc_cfg_policy();
+    uc_ckey key;
+    uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det, limit, 0);
+    uc_plan *p = uc_cache_get(&key);
+    if (p) {
+        UC_COUNT(plan_hits, 1);
+        return p;
+    }
+    p = uc_cache_alias(&key);
+    if (!p) {
+        UC_COUNT(plan_misses, 1);
+        if (uc_cache_note_kernel(c->k))
+            UC_COUNT(kernels, 1);
+        p = make_plan(c, limit, policy, det);
+        if (!p)
+            return NULL;
+        if (fresh)
+            *fresh = 1;
+    }
+    uc_plan *cached = uc_cache_put(&key, p);
+    uc_plan_release(p);
+    return cached;
+}

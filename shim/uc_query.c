@@ -1,0 +1,282 @@
+/*
+ * What the framework is told: Get*_v7, Find*, Find*Ex and the workspace-size queries.
+ *
+ * The real library answers first (its failure is returned unchanged: the shim never succeeds where cuDNN
+ * would fail on the arguments). Then entry 0 is the plan (predicted time, the plan's workspace, determinism
+ * only if every micro-batch's algorithm is, the math type of the reported micro-batch); if that plan is not
+ * deterministic, a deterministic plan follows, so frameworks that keep only deterministic results still get a
+ * plan; then the real rows without the algorithms already listed, all within requestedAlgoCount, with
+ * *returnedAlgoCount always set.
+ */
+#include <string.h>
+
+#include "uc_internal.h"
+
+static ucudnn_perf plan_row(const uc_plan *p)
+{
+    ucudnn_perf row;
+    memset(&row, 0, sizeof row);
+    row.algo = p->algo0;
+    row.status = 0;
+    row.time_ms = p->time_ms;
+    row.memory = p->workspace;
+    row.determinism = p->deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
+    row.math_type = p->math0;
+    return row;
+}
+
+static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, const ucudnn_perf *real_rows,
+                            int nreal, int requested, int *returned, void *out)
+{
+    ucudnn_perf rows[UC_MAX_ROWS + 2];
+    int n = 0, planned = 0;
+    if (real_status == 0) {
+        uc_plan *p = uc_get_plan(c, limit, 0, NULL);
+        if (p && p->count > 0) {
+            rows[n++] = plan_row(p);
+            if (!p->deterministic) {
+                uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
+                if (pd && pd->count > 0 && pd->algo0 != p->algo0)
+                    rows[n++] = plan_row(pd);
+                uc_plan_release(pd);
+            }
+        }
+        uc_plan_release(p);
+        planned = n;
+    }
+    for (int i = 0; i < nreal; i++) {
+        int listed = 0;
+        for (int j = 0; j < planned; j++)
+            listed = listed || rows[j].algo == real_rows[i].algo;
+        if (!listed)
+            rows[n++] = real_rows[i];
+    }
+    int m = n < requested ? n : requested;
+    memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
+    *returned = m;
+    return (cudnnStatus_t)real_status;
+}
+
+/* The plan's workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
+static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
+{
+    size_t limit = uc_cfg_default_limit();
+    int found = 0;
+    uc_plan *p = uc_get_plan(c, limit, 0, NULL);
+    if (p && p->count > 0 && algo == p->algo0) {
+        *bytes = p->workspace;
+        found = 1;
+    } else if (p && p->count > 0 && !p->deterministic) {
+        uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
+        if (pd && pd->count > 0 && algo == pd->algo0) {
+            *bytes = pd->workspace;
+            found = 1;
+        }
+        uc_plan_release(pd);
+    }
+    uc_plan_release(p);
+    return found;
+}
+
+#define GUARDED(call)                                                                                          \
+    do {                                                                                                       \
+        uc_guard++;                                                                                            \
+        cudnnStatus_t st_ = (call);                                                                            \
+        uc_guard--;                                                                                            \
+        return st_;                                                                                            \
+    } while (0)
+
+/* ---- workspace size ---- */
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                              const cudnnFilterDescriptor_t wDesc,
+                                                              const cudnnConvolutionDescriptor_t convDesc,
+                                                              const cudnnTensorDescriptor_t yDesc,
+                                                              cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes)
+{
+    uc_kernel k;
+    const char *why = sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_FWD, xDesc, wDesc, convDesc, yDesc, NULL) : "NULL";
+    uc_call c = {handle, &k, xDesc, yDesc, wDesc, convDesc};
+    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
+        return CUDNN_STATUS_SUCCESS;
+    GUARDED(uc_real()->cudnnGetConvolutionForwardWorkspaceSize(handle, xDesc, wDesc, convDesc, yDesc, algo,
+                                                               sizeInBytes));
+}
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
+                                                                   const cudnnFilterDescriptor_t wDesc,
+                                                                   const cudnnTensorDescriptor_t dyDesc,
+                                                                   const cudnnConvolutionDescriptor_t convDesc,
+                                                                   const cudnnTensorDescriptor_t dxDesc,
+                                                                   cudnnConvolutionBwdDataAlgo_t algo,
+                                                                   size_t *sizeInBytes)
+{
+    uc_kernel k;
+    const char *why =
+        sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_BWD_DATA, dxDesc, wDesc, convDesc, dyDesc, NULL) : "NULL";
+    uc_call c = {handle, &k, dxDesc, dyDesc, wDesc, convDesc};
+    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
+        return CUDNN_STATUS_SUCCESS;
+    GUARDED(uc_real()->cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wDesc, dyDesc, convDesc, dxDesc, algo,
+                                                                    sizeInBytes));
+}
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardFilterWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
+    cudnnConvolutionBwdFilterAlgo_t algo, size_t *sizeInBytes)
+{
+    uc_kernel k;
+    const char *why =
+        sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_BWD_FILTER, xDesc, gradDesc, convDesc, dyDesc, NULL) : "NULL";
+    uc_call c = {handle, &k, xDesc, dyDesc, gradDesc, convDesc};
+    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
+        return CUDNN_STATUS_SUCCESS;
+    GUARDED(uc_real()->cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, xDesc, dyDesc, convDesc, gradDesc,
+                                                                      algo, sizeInBytes));
+}
+
+/* ---- Get*_v7 and Find* (the library's own buffers) ---- */
+
+typedef enum { Q_GET, Q_FIND } qkind;
+
+static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                            cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y,
+                            int requested, int *returned, void *out)
+{
+    uc_kernel k;
+    k.op = op;
+    const char *why = (requested < 1 || requested > UC_MAX_ROWS || !returned || !out)
+                          ? "arguments the shim leaves to cuDNN"
+                          : uc_kernel_read(&k, op, x, w, conv, y, NULL);
+    uc_call c = {handle, &k, x, y, w, conv};
+    if (why) /* the caller's exact arguments */
+        return (cudnnStatus_t)uc_real_search(kind == Q_FIND, &c, x, y, requested, returned, out);
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int n = 0;
+    int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
+    return answer(&c, uc_cfg_default_limit(), st, rows, n, requested, returned, out);
+}
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                             const cudnnFilterDescriptor_t wDesc,
+                                                             const cudnnConvolutionDescriptor_t convDesc,
+                                                             const cudnnTensorDescriptor_t yDesc, int requestedAlgoCount,
+                                                             int *returnedAlgoCount,
+                                                             cudnnConvolutionFwdAlgoPerf_t *perfResults)
+{
+    return search(Q_GET, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
+    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults)
+{
+    return search(Q_GET, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc, const cudnnTensorDescriptor_t diffDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc, int requestedAlgoCount,
+    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults)
+{
+    return search(Q_GET, UCUDNN_OP_BWD_FILTER, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+                                                           const cudnnFilterDescriptor_t wDesc,
+                                                           const cudnnConvolutionDescriptor_t convDesc,
+                                                           const cudnnTensorDescriptor_t yDesc, int requestedAlgoCount,
+                                                           int *returnedAlgoCount,
+                                                           cudnnConvolutionFwdAlgoPerf_t *perfResults)
+{
+    return search(Q_FIND, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardDataAlgorithm(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
+    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults)
+{
+    return search(Q_FIND, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardFilterAlgorithm(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, int requestedAlgoCount,
+    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults)
+{
+    return search(Q_FIND, UCUDNN_OP_BWD_FILTER, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,
+                  returnedAlgoCount, perfResults);
+}
+
+/* ---- Find*Ex (the caller's buffers and workspace; the limit is capped at that workspace) ---- */
+
+static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, const void *xp,
+                               cudnnFilterDescriptor_t w, const void *wp, cudnnConvolutionDescriptor_t conv,
+                               cudnnTensorDescriptor_t y, const void *yp, int requested, int *returned, void *out,
+                               void *ws, size_t ws_bytes)
+{
+    const uc_real_table *r = uc_real();
+    uc_kernel k;
+    const char *why = (requested < 1 || !returned || !out) ? "bad arguments"
+                                                           : uc_kernel_read(&k, op, x, w, conv, y, NULL);
+    int big = why || requested > UC_MAX_ROWS;
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int n = 0, cap = big ? requested : UC_MAX_ROWS;
+    int *count = big ? returned : &n;
+    void *dst = big ? out : (void *)rows;
+    uc_guard++;
+    int st = op == UCUDNN_OP_FWD
+                 ? r->cudnnFindConvolutionForwardAlgorithmEx(handle, x, xp, w, wp, conv, y, (void *)yp, cap, count,
+                                                             dst, ws, ws_bytes)
+             : op == UCUDNN_OP_BWD_DATA
+                 ? r->cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w, wp, y, yp, conv, x, (void *)xp, cap,
+                                                                  count, dst, ws, ws_bytes)
+                 : r->cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x, xp, y, yp, conv, w, (void *)wp, cap,
+                                                                    count, dst, ws, ws_bytes);
+    uc_guard--;
+    if (big)
+        return (cudnnStatus_t)st;
+    if (n < 0 || n > UC_MAX_ROWS)
+        n = 0;
+    size_t limit = uc_cfg_default_limit();
+    uc_call c = {handle, &k, x, y, w, conv};
+    return answer(&c, ws_bytes < limit ? ws_bytes : limit, st, rows, n, requested, returned, out);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithmEx(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc,
+    const void *w, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, void *y,
+    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace,
+    size_t workSpaceSizeInBytes)
+{
+    return search_ex(UCUDNN_OP_FWD, handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
+                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardDataAlgorithmEx(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnTensorDescriptor_t dyDesc,
+    const void *dy, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, void *dx,
+    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void *workSpace,
+    size_t workSpaceSizeInBytes)
+{
+    return search_ex(UCUDNN_OP_BWD_DATA, handle, dxDesc, dx, wDesc, w, convDesc, dyDesc, dy, requestedAlgoCount,
+                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
+}
+
+cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardFilterAlgorithmEx(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnTensorDescriptor_t dyDesc,
+    const void *y, const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void *dw,
+    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void *workSpace,
+    size_t workSpaceSizeInBytes)
+{
+    return search_ex(UCUDNN_OP_BWD_FILTER, handle, xDesc, x, dwDesc, dw, convDesc, dyDesc, y, requestedAlgoCount,
+                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
+}

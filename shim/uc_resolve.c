@@ -1,0 +1,248 @@
+/*
+ * Finding the real cuDNN: once, lazily, at the first hooked call (a constructor would run before the framework
+ * has loaded cuDNN). All functions come from one library, so descriptors made by one copy are never handed to
+ * another: the first source that has cudnnConvolutionForward wins, in the order
+ *   1. dlsym(RTLD_NEXT): the library the program linked against, behind us in the global scope;
+ *   2. dlopen(libcudnn.so.9 / .8, RTLD_NOLOAD): a copy already loaded RTLD_LOCAL (torch does this, and then
+ *      RTLD_NEXT finds nothing);
+ *   3. dlopen(UCUDNN_REAL_LIBCUDNN): an explicit path.
+ * No real library: hooks answer NOT_INITIALIZED, which is what cuDNN's own front library answers when it cannot
+ * load its sub-libraries, and never call through a NULL pointer.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "uc_config_gen.h"
+#include "uc_internal.h"
+
+__thread int uc_guard __attribute__((tls_model("initial-exec")));
+
+static uc_real_table real;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+/* A symbol that resolves into this very library (a UCUDNN_REAL_LIBCUDNN pointing at us, a copy of us loaded
+ * under a libcudnn name) would recurse forever: reject it. */
+static int is_self(void *sym)
+{
+    Dl_info self, other;
+    if (!dladdr((void *)&uc_real, &self) || !dladdr(sym, &other))
+        return 0;
+    return self.dli_fbase == other.dli_fbase;
+}
+
+static void *lookup(void *handle, const char *name)
+{
+    void *sym = dlsym(handle, name);
+    return (sym && !is_self(sym)) ? sym : NULL;
+}
+
+static void fill_from(void *handle)
+{
+    void *sym;
+#define UC_ONE(ret, name, params, args)                                                                        \
+    sym = lookup(handle, #name);                                                                               \
+    memcpy(&real.name, &sym, sizeof sym);
+#define UC_EXEC UC_ONE
+#define UC_QUERY UC_ONE
+#define UC_REAL UC_ONE
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_REAL
+#undef UC_ONE
+}
+
+static int all_present(void)
+{
+    int ok = 1;
+#define UC_ONE(ret, name, params, args) ok = ok && real.name != NULL;
+#define UC_REAL UC_ONE
+#include "hooks.def"
+#undef UC_REAL
+#undef UC_ONE
+    return ok;
+}
+
+/* Source 1: RTLD_NEXT. Reopen that object by its file name so every function comes from the same copy. */
+static int try_next(void)
+{
+    void *sym = lookup(RTLD_NEXT, "cudnnConvolutionForward");
+    Dl_info info;
+    if (!sym)
+        return 0;
+    void *handle = NULL;
+    if (dladdr(sym, &info) && info.dli_fname && info.dli_fname[0])
+        handle = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+    fill_from(handle ? handle : RTLD_NEXT);
+    return 1;
+}
+
+static int try_handle(void *handle)
+{
+    if (!handle || !lookup(handle, "cudnnConvolutionForward"))
+        return 0;
+    fill_from(handle);
+    return 1;
+}
+
+static void resolve(void)
+{
+    static const char *const sonames[] = {"libcudnn.so.9", "libcudnn.so.8"};
+    char explicit_path[PATH_MAX];
+    uc_cfg_string(UC_VAR_UCUDNN_REAL_LIBCUDNN, explicit_path, sizeof explicit_path);
+
+    int found = try_next();
+    for (size_t i = 0; !found && i < sizeof sonames / sizeof sonames[0]; i++)
+        found = try_handle(dlopen(sonames[i], RTLD_NOLOAD | RTLD_LAZY));
+    if (!found && explicit_path[0]) {
+        void *handle = dlopen(explicit_path, RTLD_LAZY | RTLD_LOCAL);
+        if (!handle)
+            uc_log(UC_LOG_WARNING, "UCUDNN_REAL_LIBCUDNN=%s cannot be loaded: %s", explicit_path, dlerror());
+        found = try_handle(handle);
+    }
+    if (!found) {
+        memset(&real, 0, sizeof real);
+        real.major = 9;
+        uc_log(UC_LOG_WARNING,
+               "no real cuDNN found (searched RTLD_NEXT, loaded libcudnn.so.9 and libcudnn.so.8, "
+               "UCUDNN_REAL_LIBCUDNN=%s); cuDNN calls fail with CUDNN_STATUS_NOT_INITIALIZED",
+               explicit_path[0] ? explicit_path : "(unset)");
+        return;
+    }
+    real.found = 1;
+    real.descriptors = all_present();
+    real.version = real.cudnnGetVersion ? real.cudnnGetVersion() : 0;
+    /* cuDNN 9 encodes MAJOR*10000+..., cuDNN 8 MAJOR*1000+... */
+    real.major = real.version >= 10000 ? (int)(real.version / 10000) : real.version ? (int)(real.version / 1000) : 9;
+    Dl_info info;
+    void *sym;
+    memcpy(&sym, &real.cudnnConvolutionForward, sizeof sym);
+    if (sym && dladdr(sym, &info) && info.dli_fname) {
+        strncpy(real.path, info.dli_fname, sizeof real.path - 1);
+        real.path[sizeof real.path - 1] = '\0';
+    }
+    if (!real.descriptors)
+        uc_log(UC_LOG_WARNING, "the real cuDNN at %s lacks descriptor functions the shim needs; passing through",
+               real.path);
+    uc_log(UC_LOG_INFO, "forwarding to %s (cudnnGetVersion %zu)", real.path, real.version);
+}
+
+const uc_real_table *uc_real(void)
+{
+    pthread_once(&real_once, resolve);
+    return &real;
+}
+
+int uc_status(enum uc_status_kind kind)
+{
+    int v8 = uc_real()->major == 8;
+    switch (kind) {
+    case UC_ST_NOT_INITIALIZED:
+        return v8 ? UCUDNN_V8_STATUS_NOT_INITIALIZED : CUDNN_STATUS_NOT_INITIALIZED;
+    case UC_ST_BAD_PARAM:
+        return v8 ? UCUDNN_V8_STATUS_BAD_PARAM : CUDNN_STATUS_BAD_PARAM;
+    case UC_ST_NOT_SUPPORTED:
+        return v8 ? UCUDNN_V8_STATUS_NOT_SUPPORTED : CUDNN_STATUS_NOT_SUPPORTED;
+    case UC_ST_ALLOC:
+        return v8 ? UCUDNN_V8_STATUS_ALLOC_FAILED : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    case UC_ST_INTERNAL:
+    default:
+        return v8 ? UCUDNN_V8_STATUS_INTERNAL_ERROR : CUDNN_STATUS_INTERNAL_ERROR;
+    }
+}
+
+int uc_status_refused(int status)
+{
+    if (uc_real()->major == 8)
+        return status == UCUDNN_V8_STATUS_BAD_PARAM || status == UCUDNN_V8_STATUS_NOT_SUPPORTED ||
+               status == UCUDNN_V8_STATUS_INVALID_VALUE;
+    return status >= 2000 && status < 4000;
+}
+
+/* ---- the real library, op by op (always with the guard up: the real library may call its own exports) ---- */
+
+int uc_real_search(int find, const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap,
+                   int *n, void *rows)
+{
+    const uc_real_table *r = uc_real();
+    int st = uc_status(UC_ST_NOT_SUPPORTED);
+    int op = c->k->op;
+    uc_guard++;
+    if (!find && op == UCUDNN_OP_FWD && r->cudnnGetConvolutionForwardAlgorithm_v7)
+        st = r->cudnnGetConvolutionForwardAlgorithm_v7(c->handle, x, c->w, c->conv, y, cap, n, rows);
+    else if (!find && op == UCUDNN_OP_BWD_DATA && r->cudnnGetConvolutionBackwardDataAlgorithm_v7)
+        st = r->cudnnGetConvolutionBackwardDataAlgorithm_v7(c->handle, c->w, y, c->conv, x, cap, n, rows);
+    else if (!find && op == UCUDNN_OP_BWD_FILTER && r->cudnnGetConvolutionBackwardFilterAlgorithm_v7)
+        st = r->cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->handle, x, y, c->conv, c->w, cap, n, rows);
+    else if (find && op == UCUDNN_OP_FWD && r->cudnnFindConvolutionForwardAlgorithm)
+        st = r->cudnnFindConvolutionForwardAlgorithm(c->handle, x, c->w, c->conv, y, cap, n, rows);
+    else if (find && op == UCUDNN_OP_BWD_DATA && r->cudnnFindConvolutionBackwardDataAlgorithm)
+        st = r->cudnnFindConvolutionBackwardDataAlgorithm(c->handle, c->w, y, c->conv, x, cap, n, rows);
+    else if (find && op == UCUDNN_OP_BWD_FILTER && r->cudnnFindConvolutionBackwardFilterAlgorithm)
+        st = r->cudnnFindConvolutionBackwardFilterAlgorithm(c->handle, x, y, c->conv, c->w, cap, n, rows);
+    uc_guard--;
+    return st;
+}
+
+static int clamped(int st, int *n, int cap)
+{
+    if (st != 0 || *n < 0 || *n > cap)
+        *n = 0;
+    return st;
+}
+
+int uc_real_get_v7(const uc_call *c, ucudnn_perf *rows, int cap, int *n)
+{
+    *n = 0;
+    return clamped(uc_real_search(0, c, c->x, c->y, cap, n, rows), n, cap);
+}
+
+int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
+                 int cap, int *n)
+{
+    *n = 0;
+    return clamped(uc_real_search(1, c, x, y, cap, n, rows), n, cap);
+}
+
+int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+               cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes)
+{
+    const uc_real_table *r = uc_real();
+    int st = uc_status(UC_ST_NOT_SUPPORTED);
+    *bytes = 0;
+    uc_guard++;
+    if (c->k->op == UCUDNN_OP_FWD && r->cudnnGetConvolutionForwardWorkspaceSize)
+        st = r->cudnnGetConvolutionForwardWorkspaceSize(c->handle, x, c->w, conv, y, (cudnnConvolutionFwdAlgo_t)algo,
+                                                        bytes);
+    else if (c->k->op == UCUDNN_OP_BWD_DATA && r->cudnnGetConvolutionBackwardDataWorkspaceSize)
+        st = r->cudnnGetConvolutionBackwardDataWorkspaceSize(c->handle, c->w, y, conv, x,
+                                                             (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    else if (c->k->op == UCUDNN_OP_BWD_FILTER && r->cudnnGetConvolutionBackwardFilterWorkspaceSize)
+        st = r->cudnnGetConvolutionBackwardFilterWorkspaceSize(c->handle, x, y, conv, c->w,
+                                                               (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    uc_guard--;
+    return st;
+}
+
+int uc_row_determinism(const ucudnn_perf *rows, int n, int algo)
+{
+    int seen = -1;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].algo != algo)
+            continue;
+        if (rows[i].determinism == CUDNN_DETERMINISTIC)
+            return 1;
+        seen = 0;
+    }
+    return seen;
+}
+
+int uc_algo_deterministic(const uc_call *c, int algo)
+{
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int n = 0;
+    if (uc_real_get_v7(c, rows, UC_MAX_ROWS, &n) != 0)
+        return 1;
+    return uc_row_determinism(rows, n, algo) != 0;
+}

@@ -1,0 +1,26 @@
+/*
+ * Test-only exports of libucudnn.so (in the version script like the control API): they let tests check the
+ * shim's descriptor reading and cloning against a real libcudnn without a GPU. Not part of the stable API.
+ */
+#ifndef UCUDNN_DEBUG_H
+#define UCUDNN_DEBUG_H
+
+#include <stddef.h>
+
+#include "ucudnn/cudnn_abi.h"
+
+/*
+ * The canonical kernel key of a call with these descriptors (op: UCUDNN_OP_*; x is dx for BackwardData, y is
+ * dy for the backward ops) written into buf. Returns the length needed, or 0 if the shim would not plan the
+ * call (the reason is logged at info level).
+ */
+size_t ucudnn_debug_kernel_key(int op, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                               cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, char *buf, size_t len);
+
+/*
+ * Clone tensor descriptor `src` at N = batch exactly as plans do (same strides, nStride unchanged), into a new
+ * descriptor of the real library (the caller destroys it with cudnnDestroyTensorDescriptor). 0 or a status.
+ */
+int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out);
+
+#endif /* UCUDNN_DEBUG_H */

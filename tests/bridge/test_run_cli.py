@@ -1,0 +1,90 @@
+"""``ucudnn run``: the environment it gives the command, and the command's exit status as its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import FakeBuild, clean_env, run_cmd
+
+# Runs the CLI with the preload path pointed at `preload` (the real shim may not be built in every checkout).
+LAUNCH = (
+    "import sys; from pathlib import Path; from ucudnn import _paths; _paths.PRELOAD = Path(sys.argv.pop(1)); "
+    "from ucudnn.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+SHOW_ENV = (
+    "import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('UCUDNN_', 'LD_PRELOAD', 'TORCH_'))}))"
+)
+
+
+def ucudnn_run(
+    preload: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", LAUNCH, str(preload), "run", *args],
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def test_environment_of_the_command(fake_build: FakeBuild, tmp_path: Path) -> None:
+    # The fake shim is a real preloadable library, so the child really starts with it preloaded.
+    proc = ucudnn_run(
+        fake_build.shim,
+        "--policy",
+        "all",
+        "--workspace",
+        "8MiB",
+        "--database",
+        "rel/cache.sqlite",
+        "--stats-file",
+        "stats.json",
+        "--",
+        sys.executable,
+        "-c",
+        SHOW_ENV,
+        env={"LD_PRELOAD": "libfirst.so:libsecond.so", "UCUDNN_TOTAL_WORKSPACE_SIZE": "1GiB"},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    env = json.loads(proc.stdout)
+    assert env == {
+        "LD_PRELOAD": f"{fake_build.shim} libfirst.so libsecond.so",
+        "TORCH_CUDNN_V8_API_DISABLED": "1",
+        "UCUDNN_BATCH_SIZE_POLICY": "all",
+        "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "8MiB",
+        "UCUDNN_DATABASE": str(tmp_path / "rel" / "cache.sqlite"),
+        "UCUDNN_STATS_FILE": str(tmp_path / "stats.json"),
+        "UCUDNN_TOTAL_WORKSPACE_SIZE": "1GiB",  # untouched: no option given for it
+    }
+
+
+def test_exit_status_is_the_commands(fake_build: FakeBuild) -> None:
+    proc = ucudnn_run(fake_build.shim, "--", sys.executable, "-c", "import sys; sys.exit(7)")
+    assert proc.returncode == 7
+    proc = ucudnn_run(fake_build.shim, "--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), 9)")
+    assert proc.returncode == -9  # exec: the signal reaches our parent as the command's own
+
+
+def test_errors(fake_build: FakeBuild, tmp_path: Path) -> None:
+    missing = ucudnn_run(tmp_path / "libucudnn.so", "--", "true")
+    assert missing.returncode == 2
+    assert "libucudnn.so is not built" in missing.stderr
+    bad = ucudnn_run(fake_build.shim, "--workspace", "lots", "--", "true")
+    assert bad.returncode == 2 and "UCUDNN_DEFAULT_WORKSPACE_LIMIT" in bad.stderr
+    bad = ucudnn_run(fake_build.shim, "--policy", "sometimes", "--", "true")
+    assert bad.returncode == 2 and "UCUDNN_BATCH_SIZE_POLICY" in bad.stderr
+    assert ucudnn_run(fake_build.shim).returncode == 2
+    notfound = ucudnn_run(fake_build.shim, "--", str(tmp_path / "no-such-program"))
+    assert notfound.returncode == 127 and "command not found" in notfound.stderr
+
+
+def test_console_script_knows_run() -> None:
+    proc = run_cmd([sys.executable, "-c", "from ucudnn.cli import main; main(['run', '--help'])"], clean_env())
+    assert proc.returncode == 0 and "--workspace" in proc.stdout

@@ -1,0 +1,126 @@
+"""Fixtures for the preload tests: the built artifacts, the C driver programs, running them with and without
+LD_PRELOAD, and comparing their output files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ucudnn import _paths
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+C_DIR = HERE / "c"
+INCLUDE = ROOT / "shim" / "include"
+
+# Tolerances of a micro-batched result against the undivided one: a different algorithm per micro-batch sums
+# in another order (BackwardFilter also accumulates across micro-batches).
+TOLERANCE = {"float": 2e-4, "double": 1e-10}
+
+
+def _require(path: Path, what: str) -> Path:
+    if not path.exists():
+        pytest.skip(f"{what} not built at {path} (python shim/build/native.py host preload)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def preload_lib() -> Path:
+    return _require(_paths.PRELOAD, "libucudnn.so")
+
+
+@pytest.fixture(scope="session")
+def host_lib() -> Path:
+    return _require(_paths.HOST_CUDNN, "the host backend libcudnn.so.9")
+
+
+def compile_c(source: Path, output: Path, *, link_cudnn: bool) -> Path:
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}) to build {source.name}")
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), str(source)]
+    cmd += ["-o", str(output)]
+    if link_cudnn:
+        cmd += [f"-L{_paths.LIB_DIR}", "-l:libcudnn.so.9", f"-Wl,-rpath,{_paths.LIB_DIR}"]
+    cmd += ["-lpthread", "-ldl"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return output
+
+
+@pytest.fixture(scope="session")
+def conv_driver(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_c(C_DIR / "conv_driver.c", tmp_path_factory.mktemp("bin") / "conv_driver", link_cudnn=True)
+
+
+@pytest.fixture(scope="session")
+def missing_real(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_c(C_DIR / "missing_real.c", tmp_path_factory.mktemp("bin") / "missing_real", link_cudnn=False)
+
+
+@dataclass
+class Run:
+    """One run of a driver program: its JSON report, stderr, exit status and output files."""
+
+    report: dict[str, Any]
+    stderr: str
+    returncode: int
+    outputs: list[Path]
+
+    def output(self, dtype: str, index: int = 0) -> np.ndarray:
+        return np.fromfile(self.outputs[index], dtype=np.float64 if dtype == "double" else np.float32)
+
+
+def base_env() -> dict[str, str]:
+    """The test environment: no UCUDNN_* from outside, deterministic host timings, warnings only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
+    env["UCUDNN_HOST_TIMING"] = "model"
+    return env
+
+
+RunDriver = Callable[..., Run]
+
+
+@pytest.fixture
+def run_driver(conv_driver: Path, preload_lib: Path, tmp_path: Path) -> RunDriver:
+    counter = iter(range(1000))
+
+    def run(*args: str, preload: bool | Path = True, env: dict[str, str] | None = None, threads: int = 1) -> Run:
+        out = tmp_path / f"out{next(counter)}"
+        full_env = base_env()
+        # Plans and benchmarks of a planner stay out of the user's cache: one scratch database per test.
+        full_env["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+        if preload:
+            full_env["LD_PRELOAD"] = str(preload if isinstance(preload, Path) else preload_lib)
+        full_env.update(env or {})
+        proc = subprocess.run(
+            [str(conv_driver), *args, f"out={out}", f"threads={threads}"],
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        assert lines, f"driver printed no report; rc={proc.returncode} stderr={proc.stderr}"
+        report = json.loads(lines[-1])
+        outputs = [Path(f"{out}.{t}") for t in range(threads)]
+        return Run(report, proc.stderr, proc.returncode, outputs)
+
+    return run
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    """|a - e| <= tol * max(1, |e|) elementwise, tol from TOLERANCE."""
+    assert actual.shape == expected.shape
+    assert np.all(np.isfinite(actual))
+    tol = TOLERANCE[dtype]
+    err = np.abs(actual.astype(np.float64) - expected.astype(np.float64)) / np.maximum(1.0, np.abs(expected))
+    assert err.max() <= tol, f"max relative error {err.max():.3g} > {tol}"

@@ -1,0 +1,64 @@
+"""The preload library exports exactly hooks.def's hooks and the ucudnn_* API, unversioned, and needs only libc."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _preload_build() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "shim" / "build"))
+    try:
+        return importlib.import_module("preload")
+    finally:
+        sys.path.pop(0)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} (binutils) not on PATH")
+    return path
+
+
+def test_hook_list_is_the_declared_one() -> None:
+    build = _preload_build()
+    hooks = build.hook_names()
+    assert len(hooks) == 16
+    for name in (
+        "cudnnConvolutionForward",
+        "cudnnConvolutionBiasActivationForward",
+        "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+        "cudnnGetConvolutionBackwardDataWorkspaceSize",
+    ):
+        assert name in hooks
+    assert "ucudnn_set_planner" in build.control_names()
+    assert "ucudnn_debug_kernel_key" in build.control_names()
+
+
+def test_nm_matches_declared_exports(preload_lib: Path) -> None:
+    nm = _tool("nm")
+    out = subprocess.run(
+        [nm, "-D", "--defined-only", str(preload_lib)], check=True, capture_output=True, text=True
+    ).stdout
+    symbols = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    # Unversioned: a private version (name@VER) would stop the hooks from interposing on cudnn...@libcudnn.so.9.
+    assert not [s for s in symbols if "@" in s]
+    assert sorted(symbols) == sorted(_preload_build().exported_names())
+
+
+def test_no_version_definitions_and_only_libc(preload_lib: Path) -> None:
+    readelf = _tool("readelf")
+    dyn = subprocess.run([readelf, "-d", "-V", str(preload_lib)], check=True, capture_output=True, text=True).stdout
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
+    assert needed <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"}, needed
+    assert ".gnu.version_d" not in dyn

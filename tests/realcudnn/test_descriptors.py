@@ -1,0 +1,163 @@
+"""The shim's descriptor reading and cloning against the real libcudnn.so.9 from the nvidia-cudnn wheel.
+
+No GPU is needed: descriptor calls work without one. Each run is a fresh process (probe.py) so that the real
+library and the host backend, which share the soname libcudnn.so.9, never meet in one process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ucudnn import _paths
+
+pytestmark = pytest.mark.realcudnn
+
+PROBE = Path(__file__).with_name("probe.py")
+DTYPES = {0: "float", 1: "double", 2: "half"}
+FORMATS = {0: "nchw", 1: "nhwc"}
+MATHS = {0: "default", 1: "tensor_op", 2: "tensor_op_allow_conversion", 3: "fma"}
+
+
+def _real_libcudnn() -> Path:
+    searched = []
+    for entry in sys.path:
+        candidate = Path(entry or ".") / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+        searched.append(str(candidate))
+        if candidate.exists():
+            return candidate
+    pytest.skip(
+        "the real libcudnn.so.9 (pip install nvidia-cudnn-cu12 or -cu13) was not found; searched: "
+        + ", ".join(searched)
+    )
+
+
+def _probe(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    if not _paths.PRELOAD.exists():
+        pytest.skip(f"libucudnn.so not built at {_paths.PRELOAD}")
+    real = _real_libcudnn()
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), str(real), str(_paths.PRELOAD)],
+        input=json.dumps(specs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def _tensor_text(name: str, t: dict[str, Any]) -> str:
+    dims, strides = t["dims"], t["strides"]
+    span = 1 + sum((d - 1) * s for d, s in zip(dims[1:], strides[1:], strict=True))
+    n_stride = "*" if strides[0] == span else str(strides[0])
+    return f"{name}={','.join(map(str, dims[1:]))}/{n_stride},{','.join(map(str, strides[1:]))}"
+
+
+def expected_key(op: str, r: dict[str, Any]) -> str:
+    """The documented key format, built from what the real getters report."""
+    w = r["w"]
+    return ";".join(
+        [
+            f"op={op}",
+            f"dtype={DTYPES[r['x']['dtype']]}",
+            _tensor_text("x", r["x"]),
+            f"w={DTYPES[w['dtype']]},{FORMATS[w['format']]},{','.join(map(str, w['dims']))}",
+            _tensor_text("y", r["y"]),
+            "pad=" + ",".join(map(str, r["pad"])),
+            "stride=" + ",".join(map(str, r["stride"])),
+            "dilation=" + ",".join(map(str, r["dil"])),
+            "mode=" + ("cross_correlation" if r["mode"] else "convolution"),
+            f"compute={DTYPES[r['compute']]}",
+            f"groups={r['groups']}",
+            f"math={MATHS[r['math']]}",
+        ]
+    )
+
+
+BASE: dict[str, Any] = {
+    "op": "fwd",
+    "dtype": 0,
+    "nhwc": False,
+    "n": 8,
+    "c": 3,
+    "k": 16,
+    "spatial": [32, 32],
+    "filt": [3, 3],
+    "pad": [1, 1],
+    "stride": [1, 1],
+    "dil": [1, 1],
+    "mode": 1,
+    "groups": 1,
+    "math": 0,
+    "clone_at": [1, 3],
+}
+SPECS: list[dict[str, Any]] = [
+    BASE,
+    BASE | {"nhwc": True, "c": 8, "k": 12, "groups": 2, "dil": [2, 2], "stride": [2, 1], "math": 1, "op": "bwd_data"},
+    BASE
+    | {
+        "dtype": 1,
+        "spatial": [6, 10, 12],
+        "filt": [3, 1, 5],
+        "pad": [1, 0, 2],
+        "stride": [1, 1, 2],
+        "dil": [1, 1, 1],
+        "mode": 0,
+        "op": "bwd_filter",
+        "n": 5,
+    },
+    BASE | {"n_pad": 7},  # samples not packed: nStride is part of the key
+    BASE | {"dtype": 2},  # HALF: the shim does not plan it
+]
+
+
+@pytest.fixture(scope="module")
+def probe() -> dict[str, Any]:
+    return _probe(SPECS)
+
+
+def test_shim_forwards_to_the_wheel(probe: dict[str, Any]) -> None:
+    stats = probe["stats"]
+    assert "nvidia/cudnn/lib/libcudnn.so.9" in stats["real_library"]
+    assert stats["real_version"] == probe["version"] >= 90000
+
+
+def test_key_of_a_plain_layer(probe: dict[str, Any]) -> None:
+    assert probe["cases"][0]["key"] == (
+        "op=fwd;dtype=float;x=3,32,32/*,1024,32,1;w=float,nchw,16,3,3,3;y=16,32,32/*,1024,32,1;pad=1,1;stride=1,1;"
+        "dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default"
+    )
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_key_agrees_with_real_getters(probe: dict[str, Any], index: int) -> None:
+    case = probe["cases"][index]
+    assert case["need"] == len(case["key"])
+    assert case["key"] == expected_key(SPECS[index]["op"], case["reported"])
+
+
+def test_unpacked_n_stride_is_in_the_key(probe: dict[str, Any]) -> None:
+    assert "x=3,32,32/3079,1024,32,1" in probe["cases"][3]["key"]
+
+
+def test_half_is_not_planned(probe: dict[str, Any]) -> None:
+    assert probe["cases"][4]["key"] is None and probe["cases"][4]["need"] == 0
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_clones_keep_strides(probe: dict[str, Any], index: int) -> None:
+    case = probe["cases"][index]
+    original = case["x"]
+    for b, clone in case["clones"].items():
+        assert clone["status"] == 0
+        assert clone["dtype"] == original["dtype"]
+        assert clone["dims"] == [int(b), *original["dims"][1:]]
+        assert clone["strides"] == original["strides"]  # nStride unchanged: a view into the caller's tensor

@@ -1,0 +1,166 @@
+"""The planner the preload library calls on a plan-cache miss; importing this module registers it.
+
+The shim imports this module itself the first time it needs a plan (in a Python host, holding the GIL; in a
+C/C++ host, from the embedded planner library's interpreter). Importing it where the shim is not loaded does
+nothing. The callback turns the shim's request into :meth:`ucudnn.planner.Planner.plan`, benchmarking through
+``ucudnn_benchmark`` while the GIL is released, and writes the plan into the shim's reply. It never lets an
+exception reach C: errors are logged and reported as status 2, which makes the shim pass the call through.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ucudnn import bridge, config
+from ucudnn.bridge import ffi, lib
+from ucudnn.log import get_logger
+
+if TYPE_CHECKING:
+    from ucudnn.optimizer import AlgoPerf
+    from ucudnn.planner import Planner
+
+__all__ = ["PLAN_ERROR", "PLAN_INFEASIBLE", "PLAN_OK", "planner", "register", "registered", "unregister"]
+
+PLAN_OK = 0
+PLAN_INFEASIBLE = 1
+PLAN_ERROR = 2
+
+# Real cuDNN may report an algorithm once per math type, so leave room beyond the enum count.
+_ROWS_PER_ALGO = 4
+_MIN_BENCH_ROWS = 32
+
+log = get_logger("runtime")
+
+_lock = threading.Lock()
+_planner: Planner | None = None
+_registered = False
+
+
+def planner() -> Planner:
+    """The process-wide planner, on the SQLite cache at the configured path (in memory if that cannot open)."""
+    global _planner
+    with _lock:
+        if _planner is None:
+            from ucudnn.cache import Cache
+            from ucudnn.planner import Planner
+
+            path = config.database_path()
+            try:
+                cache = Cache(path)
+            except Exception as exc:
+                log.warning("cannot open the cache %s (%s); plans of this process are kept in memory only", path, exc)
+                cache = Cache.in_memory()
+            _planner = Planner(cache)
+        return _planner
+
+
+def _text(ptr: Any, field: str) -> str:
+    if ptr == ffi.NULL:
+        raise ValueError(f"request.{field} is NULL")
+    return str(ffi.string(ptr).decode("utf-8"))
+
+
+def _plan(request: Any, reply: Any) -> int:
+    if request.abi_version != bridge.ABI_VERSION:
+        log.error(
+            "the preload library speaks control ABI %d but this ucudnn was built for %d; reinstall one ucudnn",
+            request.abi_version,
+            bridge.ABI_VERSION,
+        )
+        return PLAN_ERROR
+    key = _text(request.key, "key")
+    algo_count = int(request.algo_count)
+    bench_ctx = request.bench_ctx
+    capacity = max(_MIN_BENCH_ROWS, _ROWS_PER_ALGO * algo_count)
+
+    def benchmark(batch: int) -> list[AlgoPerf]:
+        try:
+            return bridge.benchmark(bench_ctx, batch, capacity)
+        except bridge.BridgeError as exc:
+            # A size that cannot be benchmarked is a size the plan cannot use, not a failed plan.
+            log.info("benchmark of %s at batch %d failed (status %d); not using that size", key, batch, exc.status)
+            return []
+
+    result = planner().plan(
+        key=key,
+        backend_id=_text(request.backend_id, "backend_id"),
+        batch=int(request.batch),
+        workspace_limit_bytes=int(request.workspace_limit_bytes),
+        policy=_text(request.policy, "policy"),
+        deterministic_only=bool(request.deterministic_only),
+        algo_count=algo_count,
+        benchmark=benchmark,
+        op=int(request.op),
+    )
+    plan = result.plan
+    if plan is None:
+        if result.status.value == "error":
+            log.error("the planner failed for %s at batch %d: %s", key, request.batch, result.message)
+            return PLAN_ERROR
+        log.info("no plan for %s at batch %d: %s", key, request.batch, result.message)
+        return PLAN_INFEASIBLE
+    steps = plan.micro_batches
+    if len(steps) > reply.capacity or reply.micro_batches == ffi.NULL:
+        log.error("plan for %s has %d micro-batches; the reply holds %d", key, len(steps), reply.capacity)
+        return PLAN_ERROR
+    for i, mb in enumerate(steps):
+        out = reply.micro_batches[i]
+        out.batch = mb.batch
+        out.algo = mb.algo
+        out.math_type = mb.math_type
+    reply.count = len(steps)
+    reply.time_ms = float(plan.time_ms)
+    reply.workspace_bytes = int(plan.workspace_bytes)
+    reply.deterministic = 1 if plan.deterministic else 0
+    return PLAN_OK
+
+
+def _report_escape(exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    # Only reached if _plan's own handler failed (e.g. logging itself raised): cffi then returns `error`.
+    try:
+        log.error("planner callback failed: %r", exc)
+    except BaseException:  # the last line of defence must not raise either
+        pass
+    return True
+
+
+@ffi.def_extern(error=PLAN_ERROR, onerror=_report_escape)  # type: ignore[untyped-decorator]
+def _ucudnn_py_planner(request: Any, reply: Any) -> int:
+    """Called by the shim, GIL taken by cffi. Returns 0 (reply filled), 1 (nothing fits) or 2 (error)."""
+    try:
+        return _plan(request, reply)
+    except BaseException as exc:
+        # Nothing may propagate into C; the shim passes the call through and counts it.
+        log.error("planning failed (%s: %s); this call runs undivided", type(exc).__name__, exc)
+        log.debug("planner traceback", exc_info=True)
+        return PLAN_ERROR
+
+
+def register() -> bool:
+    """Register the planner with the shim; False (and nothing done) when the shim is not loaded."""
+    global _registered
+    if not bridge.shim_loaded():
+        return False
+    status: int = lib.ucudnn_bridge_set_planner(lib._ucudnn_py_planner)
+    _registered = status == 0
+    if not _registered:
+        log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
+    return _registered
+
+
+def unregister() -> None:
+    """Withdraw the planner, so the shim never calls into an interpreter that is shutting down."""
+    global _registered
+    if _registered:
+        lib.ucudnn_bridge_set_planner(ffi.NULL)
+        _registered = False
+
+
+def registered() -> bool:
+    return _registered
+
+
+if register():
+    atexit.register(unregister)

@@ -1,0 +1,156 @@
+"""Typed access to the preload library's control API through ``ucudnn._bridge``.
+
+Importing this module is safe in any process: the bridge finds libucudnn.so's functions at run time, and every
+call here raises :class:`ShimNotLoaded` when the shim is not in the process (run the program under
+``ucudnn run`` or ``LD_PRELOAD``). The bridge is compiled for one package version; importing a stale build
+fails here with a message saying to rebuild, instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ucudnn import __version__
+from ucudnn.optimizer import AlgoPerf
+
+try:
+    from ucudnn._bridge import ffi, lib
+except ImportError as exc:  # pragma: no cover - depends on the build
+    raise ImportError(
+        f"ucudnn: the cffi bridge ucudnn._bridge is not built ({exc}); reinstall with `pip install .` "
+        "or, in a development tree, run `python shim/build/bridge.py`"
+    ) from exc
+
+__all__ = [
+    "NO_SHIM",
+    "BridgeError",
+    "ShimNotLoaded",
+    "benchmark",
+    "clear_plans",
+    "ffi",
+    "last_plan",
+    "lib",
+    "set_option",
+    "shim_loaded",
+    "shim_version",
+    "stats",
+]
+
+NO_SHIM: int = lib.UCUDNN_BRIDGE_NO_SHIM
+ABI_VERSION: int = lib.UCUDNN_ABI_VERSION
+
+
+def _check_build() -> None:
+    built_for = ffi.string(lib.ucudnn_bridge_package_version()).decode()
+    if built_for != __version__:
+        raise ImportError(
+            f"ucudnn: ucudnn._bridge was built for ucudnn {built_for} but the package is {__version__}; "
+            "rebuild it (`pip install .`, or `python shim/build/bridge.py` in a development tree)"
+        )
+
+
+_check_build()
+
+
+class BridgeError(RuntimeError):
+    """A control-API call failed; ``status`` is what the shim returned."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ShimNotLoaded(BridgeError):
+    """libucudnn.so is not loaded in this process."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"ucudnn: {what} needs the preload library, which is not loaded in this process; "
+            "run the program under `ucudnn run -- ...` or with LD_PRELOAD=<path of libucudnn.so>",
+            NO_SHIM,
+        )
+
+
+def _check(status: int, what: str) -> None:
+    if status == NO_SHIM:
+        raise ShimNotLoaded(what)
+    if status != 0:
+        raise BridgeError(f"ucudnn: {what} failed with status {status}", status)
+
+
+def shim_loaded() -> bool:
+    """True when libucudnn.so's control API is reachable from this process."""
+    return bool(lib.ucudnn_bridge_shim_loaded())
+
+
+def shim_version() -> int:
+    """The preload library's version number (MAJOR*10000 + MINOR*100 + PATCH)."""
+    out = ffi.new("int *")
+    _check(lib.ucudnn_bridge_version(out), "ucudnn_version")
+    return int(out[0])
+
+
+def set_option(name: str, value: str) -> None:
+    """Set a ``UCUDNN_*`` variable in the running shim (parsed like the environment); ValueError if rejected."""
+    status = lib.ucudnn_bridge_set_option(name.encode(), value.encode())
+    if status == -1:
+        raise ValueError(f"ucudnn: the preload library rejected {name}={value!r} (unknown name or bad value)")
+    _check(status, "ucudnn_set_option")
+
+
+def clear_plans() -> None:
+    """Drop the shim's in-memory plans (the SQLite cache is untouched)."""
+    _check(lib.ucudnn_bridge_clear_plans(), "ucudnn_clear_plans")
+
+
+def _json_call(fn: Any, what: str) -> Any:
+    needed = ffi.new("size_t *")
+    size = 4096
+    while True:
+        buf = ffi.new("char[]", size)
+        _check(fn(buf, size, needed), what)
+        if needed[0] < size:
+            return json.loads(ffi.string(buf).decode())
+        size = int(needed[0]) + 1
+
+
+def stats() -> dict[str, Any]:
+    """The shim's counters (calls, planned, micro_batches, passthrough, ...) as a dict."""
+    result: dict[str, Any] = _json_call(lib.ucudnn_bridge_stats_json, "ucudnn_stats_json")
+    return result
+
+
+def last_plan() -> dict[str, Any]:
+    """The plan of this thread's most recent planned call (empty dict if none)."""
+    result: dict[str, Any] = _json_call(lib.ucudnn_bridge_last_plan_json, "ucudnn_last_plan_json")
+    return result
+
+
+def benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
+    """Benchmark the kernel of the request being planned at N = ``batch`` (all algorithms, GIL released).
+
+    ``bench_ctx`` is the request's ``bench_ctx`` pointer, valid only while that request is being planned.
+    Returns the algorithms that ran (status 0, finite non-negative time), fastest first as the shim reports
+    them; raises BridgeError if the benchmark itself failed.
+    """
+    out = ffi.new("ucudnn_perf[]", capacity)
+    count = ffi.new("int *")
+    _check(lib.ucudnn_bridge_benchmark(bench_ctx, batch, out, capacity, count), f"ucudnn_benchmark(batch={batch})")
+    rows: list[AlgoPerf] = []
+    for i in range(min(int(count[0]), capacity)):
+        row = out[i]
+        time_ms = float(row.time_ms)
+        if row.status != 0 or not (time_ms >= 0.0) or time_ms == float("inf"):
+            continue
+        rows.append(
+            AlgoPerf(
+                batch=batch,
+                algo=int(row.algo),
+                time_ms=time_ms,
+                workspace_bytes=int(row.memory),
+                deterministic=row.determinism == 1,
+                math_type=int(row.math_type),
+            )
+        )
+    return rows

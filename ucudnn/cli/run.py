@@ -1,0 +1,106 @@
+"""``ucudnn run [options] -- CMD ...``: run an unmodified program with the preload library.
+
+The command replaces this process (exec), so its exit status, signals and terminal are the program's own. Its
+environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries, ``TORCH_CUDNN_V8_API_DISABLED=1``
+(PyTorch's legacy cuDNN convolution path, the one the shim can interpose) and the ``UCUDNN_*`` variables the
+options set. Exit status 2: a bad option or no built shim; 127: the command was not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ucudnn import _paths, config
+
+# Option destination -> the variable it sets, parsed and checked with that variable's declaration.
+_OPTION_VARS: tuple[tuple[str, str], ...] = (
+    ("policy", "UCUDNN_BATCH_SIZE_POLICY"),
+    ("workspace", "UCUDNN_DEFAULT_WORKSPACE_LIMIT"),
+    ("total_workspace", "UCUDNN_TOTAL_WORKSPACE_SIZE"),
+    ("database", "UCUDNN_DATABASE"),
+    ("stats_file", "UCUDNN_STATS_FILE"),
+    ("log_level", "UCUDNN_LOG_LEVEL"),
+)
+_PATH_OPTIONS = {"database", "stats_file"}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a program with the preload library (micro-batched cuDNN convolutions)",
+        description="Run CMD with libucudnn.so preloaded. Put `--` before CMD.",
+    )
+    policies = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
+    p.add_argument("--policy", metavar="P", help=f"batch-size policy: {', '.join(policies)}")
+    p.add_argument("--workspace", metavar="LIMIT", help="per-kernel workspace limit, e.g. 64MiB")
+    p.add_argument("--total-workspace", metavar="SIZE", help="network-wide workspace budget (Workspace Division)")
+    p.add_argument("--database", metavar="PATH", help="SQLite cache of benchmarks and plans")
+    p.add_argument("--stats-file", metavar="F", help="write the shim's counters there as JSON at exit")
+    p.add_argument("--log-level", metavar="LEVEL", help="error, warning, info or debug")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
+    p.set_defaults(func=run)
+
+
+def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload: Path) -> dict[str, str]:
+    """The command's environment: ``base`` plus the preload and the options' variables.
+
+    Raises config.ConfigError (naming the variable) for a bad option value.
+    """
+    env = dict(base)
+    shim = str(preload)
+    # LD_PRELOAD takes spaces or colons; keep the user's entries, after ours, without repeating ours.
+    existing = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e and e != shim]
+    env["LD_PRELOAD"] = " ".join([shim, *existing])
+    env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
+    for dest, name in _OPTION_VARS:
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        text = str(value)
+        if dest in _PATH_OPTIONS:
+            # The program may change directory; the file it means is the one relative to here.
+            text = str(Path(text).expanduser().resolve())
+        config.parse(config.BY_NAME[name], text)
+        env[name] = text
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    command: list[str] = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print("ucudnn run: no command given (usage: ucudnn run [options] -- CMD ...)", file=sys.stderr)
+        return 2
+    try:
+        env = build_environment(args, os.environ, _paths.PRELOAD)
+    except config.ConfigError as exc:
+        print(f"ucudnn run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        _paths.require(_paths.PRELOAD)
+    except _paths.NotBuiltError as exc:
+        print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return _exec(command, env)
+
+
+def _exec(command: Sequence[str], env: Mapping[str, str]) -> int:
+    try:
+        os.execvpe(command[0], list(command), dict(env))
+    except FileNotFoundError:
+        print(f"ucudnn run: {command[0]}: command not found", file=sys.stderr)
+        return 127
+    except PermissionError as exc:
+        print(f"ucudnn run: {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 126
+    except OSError as exc:
+        print(f"ucudnn run: cannot run {command[0]}: {exc}", file=sys.stderr)
+        return 126
+    raise AssertionError("unreachable: execvpe returned")  # pragma: no cover
