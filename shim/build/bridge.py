@@ -83,6 +83,14 @@ def _top_level_declarations(text: str) -> list[str]:
     return decls
 
 
+def _setup_relative(path: Path) -> str:
+    """setuptools insists on source paths relative to setup.py's directory (pip's cwd); elsewhere keep it whole."""
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def make_ffibuilder() -> FFI:
     ffi = FFI()
     ffi.cdef(header_cdef(INCLUDE / "ucudnn" / "ucudnn.h", types_only=True))
@@ -93,7 +101,7 @@ def make_ffibuilder() -> FFI:
     ffi.set_source(
         MODULE,
         '#include "ucudnn_bridge.h"\n',
-        sources=[str(BRIDGE_SRC / "bridge.c")],
+        sources=[_setup_relative(BRIDGE_SRC / "bridge.c")],
         include_dirs=[str(INCLUDE), str(BRIDGE_SRC)],
         define_macros=[("UCUDNN_PACKAGE_VERSION", f'"{version}"')],
         extra_compile_args=EXTRA_COMPILE_ARGS,
