@@ -33,6 +33,10 @@ typedef struct kentry {
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static entry *buckets[UC_BUCKETS];
+/* Clears so far (changed under the write lock), and the ones made by this thread: a thread's view is their
+ * difference, which only another thread's clear moves (see uc_cache_put). */
+static _Atomic uint64_t clears;
+static __thread uint64_t own_clears __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 static kentry *kernels[UC_BUCKETS];
 
@@ -165,12 +169,24 @@ uc_plan *uc_cache_alias(const uc_ckey *key)
     return found;
 }
 
-uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p)
+uint64_t uc_cache_view(void)
+{
+    return atomic_load_explicit(&clears, memory_order_acquire) - own_clears;
+}
+
+uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
 {
     uint64_t h = hash_of(key);
     entry *fresh = malloc(sizeof *fresh);
     uc_plan *result = NULL;
     pthread_rwlock_wrlock(&lock);
+    if (atomic_load_explicit(&clears, memory_order_relaxed) - own_clears != view) {
+        /* Cleared by another thread while this plan was made: use it for this call only. */
+        pthread_rwlock_unlock(&lock);
+        free(fresh);
+        uc_plan_ref(p);
+        return p;
+    }
     entry **head = &buckets[h % UC_BUCKETS];
     for (entry *e = *head; e; e = e->next) {
         if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
@@ -222,6 +238,8 @@ void uc_cache_clear(void)
 {
     entry *all = NULL;
     pthread_rwlock_wrlock(&lock);
+    atomic_fetch_add_explicit(&clears, 1, memory_order_release);
+    own_clears++;
     for (size_t i = 0; i < UC_BUCKETS; i++) {
         while (buckets[i]) {
             entry *e = buckets[i];

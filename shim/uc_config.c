@@ -238,6 +238,18 @@ size_t uc_cfg_default_limit(void)
     return (size_t)atomic_load_explicit(&num[UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT], memory_order_relaxed);
 }
 
+size_t uc_cfg_total_workspace(void)
+{
+    ensure();
+    return (size_t)atomic_load_explicit(&num[UC_VAR_UCUDNN_TOTAL_WORKSPACE_SIZE], memory_order_relaxed);
+}
+
+size_t uc_cfg_planning_limit(void)
+{
+    size_t total = uc_cfg_total_workspace();
+    return total ? total : uc_cfg_default_limit();
+}
+
 int uc_cfg_policy(void)
 {
     ensure();

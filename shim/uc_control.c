@@ -103,7 +103,32 @@ UC_EXPORT int ucudnn_set_option(const char *name, const char *value)
 
 UC_EXPORT void ucudnn_clear_plans(void)
 {
+    UC_COUNT(clears, 1);
     uc_cache_clear();
+}
+
+/* The planner's latest Workspace Division (see ucudnn_note_division); kernels < 0: none yet. */
+static pthread_mutex_t division_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int kernels;
+    size_t budget, workspace;
+    double time_ms;
+} division = {-1, 0, 0, 0.0};
+
+UC_EXPORT int ucudnn_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms)
+{
+    if (kernels < 0 || !(time_ms >= 0.0) || time_ms > 1e300)
+        return -1;
+    pthread_mutex_lock(&division_lock);
+    division.kernels = kernels;
+    division.budget = budget_bytes;
+    division.workspace = workspace_bytes;
+    division.time_ms = time_ms;
+    pthread_mutex_unlock(&division_lock);
+    UC_COUNT(divisions, 1);
+    uc_log(UC_LOG_DEBUG, "workspace division over %d kernel(s): %zu of %zu bytes, %.6g ms", kernels,
+           workspace_bytes, budget_bytes, time_ms);
+    return 0;
 }
 
 static size_t copy_out(char *text, char *buf, size_t len)
@@ -140,7 +165,18 @@ static char *stats_text(void)
     FIELD(no_plan);
     FIELD(exec_recoveries);
     FIELD(missing_real);
+    FIELD(divisions);
+    FIELD(clears);
 #undef FIELD
+    pthread_mutex_lock(&division_lock);
+    if (division.kernels < 0)
+        uc_sb_printf(&sb, "\"division\":null,");
+    else
+        uc_sb_printf(&sb,
+                     "\"division\":{\"kernels\":%d,\"budget_bytes\":%zu,\"workspace_bytes\":%zu,\"time_ms\":%.9g},",
+                     division.kernels, division.budget, division.workspace, division.time_ms);
+    pthread_mutex_unlock(&division_lock);
+    uc_sb_printf(&sb, "\"total_workspace_size\":%zu,", uc_cfg_total_workspace());
     uc_sb_printf(&sb, "\"disabled\":%s,\"real_version\":%zu,\"real_library\":", uc_cfg_disabled() ? "true" : "false",
                  r->version);
     uc_sb_json_string(&sb, r->path);

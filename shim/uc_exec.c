@@ -6,9 +6,11 @@
  * nothing synchronises between micro-batches. BackwardFilter sums over samples, so it takes the caller's beta for
  * the first micro-batch and 1 (double for DOUBLE data, float otherwise) for the others.
  *
- * Which plan: the decision depends on the kernel, N, the workspace the caller passes, the default limit, the
- * policy and the caller's algorithm (whose determinism the plan must keep), and is memoised under exactly that,
- * so a steady-state call costs the descriptor reads and one cache lookup.
+ * Which plan: the decision depends on the kernel, N, the workspace the caller passes, the planning limit (the
+ * per-kernel default, or the whole budget under Workspace Division, where the planner caps each kernel at its
+ * share), the policy and the caller's algorithm (whose determinism the plan must keep), and is memoised under
+ * exactly that, so a steady-state call costs the descriptor reads and one cache lookup. Plans cleared while one
+ * was made (a re-division) leave that one uncached (uc_cache_put).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -128,8 +130,9 @@ static int run_plan(const exec_args *a, const uc_plan *p, int *issued, int *ran_
 
 static uc_plan *exec_plan(const uc_call *c, size_t ws_bytes, int algo)
 {
-    size_t limit = uc_cfg_default_limit();
+    size_t limit = uc_cfg_planning_limit();
     int policy = uc_cfg_policy();
+    uint64_t view = uc_cache_view();
     size_t usable = ws_bytes < limit ? ws_bytes : limit; /* all the decision depends on: one entry per value */
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_EXEC, c->k, policy, algo, usable, limit);
@@ -144,7 +147,7 @@ static uc_plan *exec_plan(const uc_call *c, size_t ws_bytes, int algo)
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;
-    uc_plan *cached = uc_cache_put(&key, p);
+    uc_plan *cached = uc_cache_put(&key, p, view);
     uc_plan_release(p);
     return cached;
 }

@@ -66,6 +66,14 @@ void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
 int uc_cfg_disabled(void);
 size_t uc_cfg_default_limit(void);
+/* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
+size_t uc_cfg_total_workspace(void);
+/*
+ * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries), and the cap of
+ * the caller's workspace on execution and Find*Ex: the per-kernel default limit (Workspace Reuse), or, with
+ * Workspace Division on, the whole budget -- the planner then caps each kernel at its share of it.
+ */
+size_t uc_cfg_planning_limit(void);
 int uc_cfg_policy(void);                 /* index into the policy choices */
 const char *uc_cfg_policy_name(int policy);
 /* Copy a PATH/STRING variable's current value into buf (NUL-terminated); returns its length. */
@@ -163,11 +171,23 @@ uc_plan *uc_cache_get(const uc_ckey *key);
 /* A referenced plan planned for the same kernel, N, policy at a limit >= key->limit whose workspace fits
  * key->limit (optimal there too), with compatible determinism; or NULL. key->kind must be UC_KEY_PLAN. */
 uc_plan *uc_cache_alias(const uc_ckey *key);
-/* Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
- * Returns a referenced plan for the key (the caller still owns its reference to `p`). */
-uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p);
+/*
+ * Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
+ * Returns a referenced plan for the key (the caller still owns its reference to `p`). `view` is what
+ * uc_cache_view() returned before the plan was made: if another thread cleared the plans since, the plan may
+ * be stale (made under a workspace division that no longer holds), so it is returned without being cached and
+ * the next call plans again.
+ */
+uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view);
+/* This thread's view of the cache's clear count (see uc_cache_put). */
+uint64_t uc_cache_view(void);
 /* 1 if this kernel (N ignored) was not seen before. */
 int uc_cache_note_kernel(const uc_kernel *k);
+/*
+ * Drop every plan. A plan this same thread is making when it clears is never stale: the clear came from its own
+ * planner (which then plans under what it just changed, e.g. a new workspace division) or from registering the
+ * planner that is about to be asked; so the clear counts against other threads' views only.
+ */
 void uc_cache_clear(void);
 void uc_plan_ref(uc_plan *p);
 void uc_plan_release(uc_plan *p);
@@ -221,7 +241,7 @@ int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescripto
 typedef struct {
     atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, no_plan, exec_recoveries,
-        missing_real;
+        missing_real, divisions, clears;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

@@ -372,6 +372,7 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
 uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
 {
     int policy = uc_cfg_policy();
+    uint64_t view = uc_cache_view();
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det, limit, 0);
     uc_plan *p = uc_cache_get(&key);
@@ -390,7 +391,7 @@ uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
         if (fresh)
             *fresh = 1;
     }
-    uc_plan *cached = uc_cache_put(&key, p);
+    uc_plan *cached = uc_cache_put(&key, p, view);
     uc_plan_release(p);
     return cached;
 }

@@ -60,7 +60,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
 /* The plan's workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
 static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 {
-    size_t limit = uc_cfg_default_limit();
+    size_t limit = uc_cfg_planning_limit();
     int found = 0;
     uc_plan *p = uc_get_plan(c, limit, 0, NULL);
     if (p && p->count > 0 && algo == p->algo0) {
@@ -155,7 +155,7 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0;
     int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
-    return answer(&c, uc_cfg_default_limit(), st, rows, n, requested, returned, out);
+    return answer(&c, uc_cfg_planning_limit(), st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
@@ -246,7 +246,7 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
         return (cudnnStatus_t)st;
     if (n < 0 || n > UC_MAX_ROWS)
         n = 0;
-    size_t limit = uc_cfg_default_limit();
+    size_t limit = uc_cfg_planning_limit();
     uc_call c = {handle, &k, x, y, w, conv};
     return answer(&c, ws_bytes < limit ? ws_bytes : limit, st, rows, n, requested, returned, out);
 }

@@ -18,10 +18,20 @@ from ucudnn.bridge import ffi, lib
 from ucudnn.log import get_logger
 
 if TYPE_CHECKING:
+    from ucudnn.network import Division, Network
     from ucudnn.optimizer import AlgoPerf
     from ucudnn.planner import Planner
 
-__all__ = ["PLAN_ERROR", "PLAN_INFEASIBLE", "PLAN_OK", "planner", "register", "registered", "unregister"]
+__all__ = [
+    "PLAN_ERROR",
+    "PLAN_INFEASIBLE",
+    "PLAN_OK",
+    "network",
+    "planner",
+    "register",
+    "registered",
+    "unregister",
+]
 
 PLAN_OK = 0
 PLAN_INFEASIBLE = 1
@@ -35,6 +45,7 @@ log = get_logger("runtime")
 
 _lock = threading.Lock()
 _planner: Planner | None = None
+_network: Network | None = None
 _registered = False
 
 
@@ -54,6 +65,38 @@ def planner() -> Planner:
                 cache = Cache.in_memory()
             _planner = Planner(cache)
         return _planner
+
+
+def _note_division(division: Division) -> None:
+    # The stats carry a summary; a time the shim cannot show is not worth failing a plan over.
+    time_ms = division.total_time_ms if division.total_time_ms < float("inf") else 0.0
+    try:
+        bridge.note_division(len(division.shares), division.budget_bytes, division.total_workspace_bytes, time_ms)
+    except ValueError as exc:
+        log.debug("%s", exc)
+
+
+def network() -> Network:
+    """The process-wide Workspace Division state (kernels seen so far and the division of the budget over them),
+    on :func:`planner`. ``network().division()`` is the division in force, with every kernel's share."""
+    global _network
+    plan_with = planner()
+    with _lock:
+        if _network is None:
+            from ucudnn.network import Network
+
+            _network = Network(plan_with, clear_plans=bridge.clear_plans, note=_note_division)
+        return _network
+
+
+def _total_budget() -> int:
+    """UCUDNN_TOTAL_WORKSPACE_SIZE (or an applied policy's total_workspace_bytes); 0: Workspace Division off."""
+    from ucudnn import policy
+
+    try:
+        return policy.current().total_workspace_bytes or 0
+    except config.ConfigError:
+        return 0  # the planner says so when it reads the same settings
 
 
 def _text(ptr: Any, field: str) -> str:
@@ -83,7 +126,9 @@ def _plan(request: Any, reply: Any) -> int:
             log.info("benchmark of %s at batch %d failed (status %d); not using that size", key, batch, exc.status)
             return []
 
-    result = planner().plan(
+    # Workspace Division when a total budget is set: the kernel is planned under its share of it.
+    plan_with: Planner | Network = network() if _total_budget() > 0 else planner()
+    result = plan_with.plan(
         key=key,
         backend_id=_text(request.backend_id, "backend_id"),
         batch=int(request.batch),

@@ -31,6 +31,7 @@ __all__ = [
     "ffi",
     "last_plan",
     "lib",
+    "note_division",
     "set_option",
     "shim_loaded",
     "shim_version",
@@ -102,6 +103,17 @@ def set_option(name: str, value: str) -> None:
 def clear_plans() -> None:
     """Drop the shim's in-memory plans (the SQLite cache is untouched)."""
     _check(lib.ucudnn_bridge_clear_plans(), "ucudnn_clear_plans")
+
+
+def note_division(kernels: int, budget_bytes: int, workspace_bytes: int, time_ms: float) -> bool:
+    """Tell the shim about a new Workspace Division (its stats show it). False when the loaded shim has no
+    ``ucudnn_note_division`` (or is not loaded); ValueError for arguments it refuses."""
+    status = lib.ucudnn_bridge_note_division(kernels, budget_bytes, workspace_bytes, time_ms)
+    if status == NO_SHIM:
+        return False
+    if status != 0:
+        raise ValueError(f"ucudnn: the preload library refused the division ({kernels}, {time_ms!r} ms)")
+    return True
 
 
 def _json_call(fn: Any, what: str) -> Any:

@@ -49,7 +49,9 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_TOTAL_WORKSPACE_SIZE",
         Kind.SIZE,
         "0",
-        "Network-wide workspace budget for Workspace Division (0: off, each kernel gets the per-kernel limit).",
+        "Network-wide workspace budget for Workspace Division (0: off, each kernel gets the per-kernel limit). "
+        "Kernels join as they first run; the budget is re-divided over all kernels seen so far (exact ILP on "
+        "cached benchmarks) and each kernel runs the plan of its share, capped by the workspace its caller offers.",
     ),
     Var(
         "UCUDNN_BATCH_SIZE_POLICY",

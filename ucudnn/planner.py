@@ -89,6 +89,10 @@ class Planner:
         self.cache = cache if cache is not None else Cache.in_memory()
         self.policy = policy
 
+    def settings(self) -> _policy.WorkspacePolicy:
+        """The Python-side settings in force for this planner (its own policy, else ``ucudnn.policy.current()``)."""
+        return self._settings()
+
     def _settings(self) -> _policy.WorkspacePolicy:
         if self.policy is not None:
             return self.policy
@@ -190,25 +194,53 @@ class Planner:
         it depends on every kernel of the network, and re-solving from cached fronts takes milliseconds.
         """
         _check_int("total_workspace_bytes", total_workspace_bytes, 0)
+        parse_policy(policy)
+        options = [
+            KernelOptions(
+                k.key,
+                self.kernel_front(
+                    k,
+                    backend_id=backend_id,
+                    workspace_limit_bytes=total_workspace_bytes,
+                    policy=policy,
+                    deterministic_only=deterministic_only,
+                ),
+            )
+            for k in kernels
+        ]
+        return divide_workspace(options, total_workspace_bytes=total_workspace_bytes, time_limit_s=time_limit_s)
+
+    def kernel_front(
+        self,
+        kernel: NetworkKernel,
+        *,
+        backend_id: str,
+        workspace_limit_bytes: int,
+        policy: str | BatchSizePolicy,
+        deterministic_only: bool = False,
+    ) -> tuple[Plan, ...]:
+        """One kernel's Pareto front (plans by increasing workspace, strictly decreasing time) under
+        ``workspace_limit_bytes`` (capped by a matching policy override), from cached benchmarks plus whatever is
+        missing, which ``kernel.benchmark`` measures and the cache stores. Empty when nothing fits."""
+        _check_int("batch", kernel.batch, 1)
+        _check_int("algo_count", kernel.algo_count, 1)
+        _check_int("workspace_limit_bytes", workspace_limit_bytes, 0)
         pol = parse_policy(policy)
         settings = self._settings()
         deterministic = bool(deterministic_only) or settings.deterministic_only
-        options: list[KernelOptions] = []
-        for k in kernels:
-            _check_int("batch", k.batch, 1)
-            _check_int("algo_count", k.algo_count, 1)
-            override = settings.override_for(k.key, k.op)
-            limit = (
-                total_workspace_bytes
-                if override is None
-                else min(total_workspace_bytes, override.workspace_limit_bytes)
-            )
-            measured = self._measure(k.key, backend_id, candidate_batch_sizes(k.batch, pol), k.algo_count, k.benchmark)
-            front = pareto_front(
-                measured.perfs, batch=k.batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
-            )
-            options.append(KernelOptions(k.key, front))
-        return divide_workspace(options, total_workspace_bytes=total_workspace_bytes, time_limit_s=time_limit_s)
+        override = settings.override_for(kernel.key, kernel.op)
+        limit = (
+            workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
+        )
+        sizes = candidate_batch_sizes(kernel.batch, pol)
+        measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark)
+        return pareto_front(
+            measured.perfs,
+            batch=kernel.batch,
+            workspace_limit_bytes=limit,
+            policy=pol,
+            deterministic_only=deterministic,
+        )
 
     # ---------------------------------------------------------------- internals
 

@@ -20,6 +20,7 @@ typedef int (*version_fn)(void);
 typedef int (*set_option_fn)(const char *, const char *);
 typedef void (*clear_plans_fn)(void);
 typedef size_t (*json_fn)(char *, size_t);
+typedef int (*note_division_fn)(int, size_t, size_t, double);
 
 static void *lookup(_Atomic(void *) *slot, const char *name)
 {
@@ -46,6 +47,7 @@ SHIM_FN(set_option_fn, set_option)
 SHIM_FN(clear_plans_fn, clear_plans)
 SHIM_FN(json_fn, stats_json)
 SHIM_FN(json_fn, last_plan_json)
+SHIM_FN(note_division_fn, note_division)
 
 int ucudnn_bridge_shim_loaded(void)
 {
@@ -102,6 +104,12 @@ int ucudnn_bridge_clear_plans(void)
         return UCUDNN_BRIDGE_NO_SHIM;
     fn();
     return 0;
+}
+
+int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms)
+{
+    note_division_fn fn = shim_note_division();
+    return fn ? fn(kernels, budget_bytes, workspace_bytes, time_ms) : UCUDNN_BRIDGE_NO_SHIM;
 }
 
 static int json_call(json_fn fn, char *buf, size_t len, size_t *needed)

@@ -40,6 +40,9 @@ int ucudnn_bridge_set_option(const char *name, const char *value);
 /* ucudnn_clear_plans(); returns 0 or UCUDNN_BRIDGE_NO_SHIM. */
 int ucudnn_bridge_clear_plans(void);
 
+/* ucudnn_note_division(...): 0, -1 (bad arguments), or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
+int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
+
 /* ucudnn_stats_json / ucudnn_last_plan_json: *needed gets the length without the NUL; 0 or NO_SHIM. */
 int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed);
 int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed);

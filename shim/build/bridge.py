@@ -91,7 +91,7 @@ def _setup_relative(path: Path) -> str:
         return str(path)
 
 
-def make_ffibuilder() -> FFI:
+def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi = FFI()
     ffi.cdef(header_cdef(INCLUDE / "ucudnn" / "ucudnn.h", types_only=True))
     ffi.cdef(header_cdef(BRIDGE_SRC / "ucudnn_bridge.h"))
@@ -101,7 +101,7 @@ def make_ffibuilder() -> FFI:
     ffi.set_source(
         MODULE,
         '#include "ucudnn_bridge.h"\n',
-        sources=[_setup_relative(BRIDGE_SRC / "bridge.c")],
+        sources=[str(BRIDGE_SRC / "bridge.c") if absolute_paths else _setup_relative(BRIDGE_SRC / "bridge.c")],
         include_dirs=[str(INCLUDE), str(BRIDGE_SRC)],
         define_macros=[("UCUDNN_PACKAGE_VERSION", f'"{version}"')],
         extra_compile_args=EXTRA_COMPILE_ARGS,
@@ -121,7 +121,9 @@ def build_in_place() -> Path:
 
     target = ROOT / "ucudnn" / "_bridge.abi3.so"
     with tempfile.TemporaryDirectory(prefix="ucudnn-bridge-") as tmp:
-        staged = ffibuilder.compile(tmpdir=tmp, target=str(Path(tmp) / target.name))
+        # cffi compiles from inside tmpdir, so sources must be absolute here (setuptools wants them relative).
+        builder = make_ffibuilder(absolute_paths=True)
+        staged = builder.compile(tmpdir=tmp, target=str(Path(tmp) / target.name))
         # Renamed over the old file, never rewritten in place: processes that have it mapped keep working.
         os.replace(shutil.copy2(staged, target.with_name(f".{target.name}.tmp")), target)
     return target

@@ -91,11 +91,25 @@ int ucudnn_version(void);
  */
 int ucudnn_set_option(const char *name, const char *value);
 
-/* Drop every cached in-memory plan (the SQLite cache is untouched). */
+/*
+ * Drop every cached in-memory plan (the SQLite cache is untouched). Safe at any time, from any thread, including
+ * from inside the planner: the shim holds no lock while it calls the planner, and a plan another thread was
+ * making meanwhile is used for its call but not cached (it may predate what the clear was for).
+ */
 void ucudnn_clear_plans(void);
 
 /*
- * Write a JSON object with the counters (calls, planned, micro_batches, passthrough, kernels, ...) into buf.
+ * For the planner: it (re)divided UCUDNN_TOTAL_WORKSPACE_SIZE over the kernels seen so far (Workspace Division).
+ * `kernels` divided, the budget, the sum of their shares (above the budget only when even the least-workspace
+ * plans do not fit it) and the predicted total time. The stats show the latest one and count them ("divisions",
+ * "division"). Returns 0, or -1 for a negative count or a time that is not finite and >= 0.
+ */
+int ucudnn_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
+
+/*
+ * Write a JSON object with the counters (calls, planned, micro_batches, passthrough, kernels, ..., divisions,
+ * clears), the latest workspace division ("division": null or {kernels, budget_bytes, workspace_bytes, time_ms})
+ * and "total_workspace_size" into buf.
  * Returns the length it needed (excluding the NUL); writes nothing past len.
  */
 size_t ucudnn_stats_json(char *buf, size_t len);

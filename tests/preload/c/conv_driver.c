@@ -130,8 +130,27 @@ static int fixed_count;
 static ucudnn_micro_batch fixed_mb[64];
 static const char *planner_kind;
 
+/* clear=self|other: the first planner call drops the shim's plans, from its own thread or from another one. */
+static void *clear_plans(void *arg)
+{
+    (void)arg;
+    void (*clear)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ucudnn_clear_plans");
+    if (clear)
+        clear();
+    return NULL;
+}
+
 static int c_planner(const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
 {
+    static int cleared;
+    const char *clear = opt("clear", NULL);
+    if (clear && !__atomic_exchange_n(&cleared, 1, __ATOMIC_RELAXED)) {
+        pthread_t t;
+        if (strcmp(clear, "other") == 0 && pthread_create(&t, NULL, clear_plans, NULL) == 0)
+            pthread_join(t, NULL);
+        else
+            clear_plans(NULL);
+    }
     if (strcmp(planner_kind, "fail") == 0)
         return 2;
     if (strcmp(planner_kind, "nofit") == 0)
