@@ -13,7 +13,10 @@ Conventions:
   their own descriptors. Descriptor objects (:class:`TensorDesc` etc.) own their C descriptor until ``close()``
   or the end of their ``with`` block. Outputs the helpers allocate are returned to the caller.
 * Units: times in milliseconds, sizes in bytes. Scaling factors are passed as ``double`` for DOUBLE data and
-  ``float`` otherwise, as cuDNN requires.
+  ``float`` otherwise (HALF and BFLOAT16 included), as cuDNN requires.
+* Data types: float32 -> FLOAT, float64 -> DOUBLE, float16 -> HALF, and uint16 -> BFLOAT16: NumPy has no
+  bfloat16, so BFLOAT16 data travels as its bit patterns in uint16 arrays (there is no 16-bit integer cuDNN type
+  to confuse it with); :func:`bf16_from_float` and :func:`bf16_to_float` convert.
 """
 
 from __future__ import annotations
@@ -51,7 +54,11 @@ __all__ = [
     "Status",
     "TensorDesc",
     "TensorFormat",
+    "bf16_from_float",
+    "bf16_to_float",
     "conv_output_shape",
+    "default_compute_type",
+    "dtype_of",
     "load",
 ]
 
@@ -311,15 +318,42 @@ _NP_TO_CUDNN: Final[dict[np.dtype[Any], DataType]] = {
     np.dtype(np.float32): DataType.FLOAT,
     np.dtype(np.float64): DataType.DOUBLE,
     np.dtype(np.float16): DataType.HALF,
+    np.dtype(np.uint16): DataType.BFLOAT16,  # bit patterns: see bf16_from_float
 }
 
 
 def dtype_of(arr: npt.NDArray[Any]) -> DataType:
-    """The cuDNN data type of a NumPy array (float32, float64, float16)."""
+    """The cuDNN data type of a NumPy array (float32, float64, float16, uint16 = bfloat16 bit patterns)."""
     try:
         return _NP_TO_CUDNN[arr.dtype]
     except KeyError:
         raise ValueError(f"no cuDNN data type for NumPy dtype {arr.dtype}") from None
+
+
+def default_compute_type(data_type: DataType) -> DataType:
+    """The compute type a convolution descriptor gets when none is asked for: FLOAT for HALF and BFLOAT16
+    (cuDNN's "pseudo half" / "pseudo bfloat16" configurations, what mixed-precision training uses; the setter
+    refuses a BFLOAT16 compute type), the data type itself otherwise."""
+    return DataType.FLOAT if data_type in (DataType.HALF, DataType.BFLOAT16) else data_type
+
+
+def bf16_from_float(a: npt.ArrayLike) -> npt.NDArray[np.uint16]:
+    """bfloat16 bit patterns of ``a`` (any real array), rounded to nearest even as the host backend and GPUs do;
+    NaN stays NaN, overflow gives infinity."""
+    bits = np.ascontiguousarray(np.asarray(a, dtype=np.float32)).view(np.uint32)
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded = (bits.astype(np.uint64) + 0x7FFF + ((bits >> np.uint32(16)) & np.uint32(1))) >> 16
+    out = np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
+    result: npt.NDArray[np.uint16] = out
+    return result
+
+
+def bf16_to_float(a: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
+    """The float32 values of bfloat16 bit patterns (exact)."""
+    if a.dtype != np.uint16:
+        raise ValueError(f"bfloat16 data is held in uint16 arrays, got {a.dtype}")
+    out: npt.NDArray[np.float32] = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return out
 
 
 def element_strides(arr: npt.NDArray[Any]) -> tuple[int, ...]:
@@ -477,7 +511,7 @@ class FilterDesc(_Desc):
 
 @dataclass(frozen=True)
 class ConvSpec:
-    """Convolution parameters; ``compute_type`` None means the data type of the call."""
+    """Convolution parameters; ``compute_type`` None means :func:`default_compute_type` of the call's data type."""
 
     pads: tuple[int, ...]
     strides: tuple[int, ...] | None = None
@@ -497,7 +531,7 @@ class ConvDesc(_Desc):
         super().__init__(cudnn, "cudnnCreateConvolutionDescriptor")
         try:
             n = len(spec.pads)
-            ct = spec.compute_type if spec.compute_type is not None else data_type
+            ct = spec.compute_type if spec.compute_type is not None else default_compute_type(data_type)
             st = cudnn.raw.cudnnSetConvolutionNdDescriptor(
                 self.ptr,
                 n,

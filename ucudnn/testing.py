@@ -7,6 +7,10 @@ Arrays are always indexed in logical NCHW order -- ``(N, C, H, W)`` or ``(N, C, 
 ``(K, C / groups, R, S)`` or ``(K, C / groups, T, R, S)`` for filters -- and may have any strides: an NHWC or
 non-packed tensor is a NumPy view with the corresponding strides (see :func:`to_layout`), which is also how
 the strides reach a C library (:func:`element_strides`). Results are new float64 arrays owned by the caller.
+
+Inputs may be float16 (HALF) or bfloat16, which NumPy lacks and :mod:`ucudnn.cudnn` stores as bit patterns in
+uint16 arrays (:data:`BFLOAT16`): the reference reads uint16 arrays as bfloat16 (:func:`as_float64`), and
+:func:`to_layout` with ``dtype=BFLOAT16`` rounds to bfloat16.
 """
 
 from __future__ import annotations
@@ -19,9 +23,22 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ucudnn.cudnn import bf16_from_float, bf16_to_float
+
 FloatArray = npt.NDArray[np.floating[Any]]
 Layout = Literal["NCHW", "NHWC", "padded", "NHWC-padded", "CNHW"]
 LAYOUTS: tuple[Layout, ...] = ("NCHW", "NHWC", "padded", "NHWC-padded", "CNHW")
+BFLOAT16: np.dtype[np.uint16] = np.dtype(np.uint16)
+"""The NumPy dtype that holds bfloat16 data (bit patterns), as in :mod:`ucudnn.cudnn`."""
+
+
+def as_float64(a: npt.ArrayLike) -> FloatArray:
+    """``a`` as float64 values; a uint16 array is bfloat16 bit patterns and is decoded (exactly)."""
+    arr = np.asarray(a)
+    if arr.dtype == BFLOAT16:
+        return bf16_to_float(arr).astype(np.float64)
+    out: FloatArray = arr.astype(np.float64)
+    return out
 
 
 def _spatial(value: int | Sequence[int], nb_spatial: int, name: str) -> tuple[int, ...]:
@@ -107,7 +124,7 @@ def _taps(params: ConvParams, f_shape: Sequence[int], out: Sequence[int]) -> Ite
 
 def _oriented(w: npt.ArrayLike, params: ConvParams) -> FloatArray:
     """The filter as float64, flipped for CONVOLUTION mode so every op can be written as a correlation."""
-    w64 = np.asarray(w, dtype=np.float64)
+    w64 = as_float64(w)
     if not params.cross_correlation:
         w64 = w64[(slice(None), slice(None)) + (slice(None, None, -1),) * params.nb_spatial]
     return w64
@@ -118,7 +135,7 @@ def _blend(result: FloatArray, alpha: float, beta: float, prior: npt.ArrayLike |
     if beta != 0.0:
         if prior is None:
             raise ValueError("beta != 0 needs the prior output")
-        out = out + beta * np.asarray(prior, dtype=np.float64)
+        out = out + beta * as_float64(prior)
     return out
 
 
@@ -132,7 +149,7 @@ def conv_forward(
     y: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """``alpha * conv(x, w) + beta * y`` in float64 (``y`` is read only when beta != 0)."""
-    xa = np.asarray(x, dtype=np.float64)
+    xa = as_float64(x)
     wa = _oriented(w, params)
     yshape = output_shape(xa.shape, wa.shape, params)
     n, c = xa.shape[:2]
@@ -161,7 +178,7 @@ def conv_backward_data(
 ) -> FloatArray:
     """``alpha * conv^T(dy, w) + beta * dx``: the gradient of the forward output w.r.t. an input of ``x_shape``."""
     wa = _oriented(w, params)
-    dya = np.asarray(dy, dtype=np.float64)
+    dya = as_float64(dy)
     yshape = output_shape(x_shape, wa.shape, params)
     if dya.shape != yshape:
         raise ValueError(f"dy has shape {dya.shape}, expected {yshape}")
@@ -190,8 +207,8 @@ def conv_backward_filter(
     dw: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """``alpha * dL/dw + beta * dw`` for a filter of ``w_shape``, summed over the batch."""
-    xa = np.asarray(x, dtype=np.float64)
-    dya = np.asarray(dy, dtype=np.float64)
+    xa = as_float64(x)
+    dya = as_float64(dy)
     yshape = output_shape(xa.shape, w_shape, params)
     if dya.shape != yshape:
         raise ValueError(f"dy has shape {dya.shape}, expected {yshape}")
@@ -218,11 +235,12 @@ def to_layout(a: npt.ArrayLike, layout: Layout, dtype: npt.DTypeLike | None = No
 
     ``NCHW``: packed; ``NHWC``: channels last, packed; ``padded``: NCHW order with a gap after every dim
     (non-packed strides); ``NHWC-padded``: channels last with gaps; ``CNHW``: packed with N and C swapped in
-    memory (batch samples interleaved). Works for filters too (K plays N).
+    memory (batch samples interleaved). Works for filters too (K plays N). ``dtype=BFLOAT16`` (uint16) rounds
+    the values to bfloat16 bit patterns.
     """
     src = np.asarray(a)
     if dtype is not None:
-        src = src.astype(dtype)
+        src = bf16_from_float(src) if np.dtype(dtype) == BFLOAT16 else src.astype(dtype)
     nd = src.ndim
     order = list(range(nd))
     if layout in ("NHWC", "NHWC-padded"):
@@ -231,7 +249,8 @@ def to_layout(a: npt.ArrayLike, layout: Layout, dtype: npt.DTypeLike | None = No
         order = [1, 0, *range(2, nd)]
     mem_shape = [src.shape[i] for i in order]
     if layout in ("padded", "NHWC-padded"):
-        big = np.full([s + 1 + (i % 2) for i, s in enumerate(mem_shape)], np.nan, dtype=src.dtype)
+        gap = 0x7FC0 if src.dtype == BFLOAT16 else np.nan  # the gaps hold NaN (a bfloat16 quiet NaN pattern)
+        big = np.full([s + 1 + (i % 2) for i, s in enumerate(mem_shape)], gap, dtype=src.dtype)
         mem = big[tuple(slice(0, s) for s in mem_shape)]
     else:
         mem = np.empty(mem_shape, dtype=src.dtype)
@@ -309,14 +328,24 @@ def tolerance(dtype: npt.DTypeLike) -> tuple[float, float]:
 
     float32: 1e-4 (a few thousand float32 terms summed in any order stay well inside it);
     float64: 1e-10.
+    16-bit data is computed in float and the result rounded to 16 bits: one rounding is at most half a unit in
+    the last place, 2**-11 (4.9e-4) relative for float16 and 2**-8 (3.9e-3) for bfloat16. The atomics-based
+    ALGO_0s round the running sum on every add (up to 9 times: 8 parts + the beta scaling), each time by at most
+    that much of the running magnitude. Hence float16: rtol 1e-3 (two roundings), atol 5e-3 x magnitude
+    (10 roundings); bfloat16 (uint16): rtol 8e-3, atol 2e-2 x magnitude, the same counts.
     """
-    return (1e-4, 1e-4) if np.dtype(dtype) == np.float32 else (1e-10, 1e-10)
+    dt = np.dtype(dtype)
+    if dt == np.float16:
+        return (1e-3, 5e-3)
+    if dt == BFLOAT16:
+        return (8e-3, 2e-2)
+    return (1e-4, 1e-4) if dt == np.float32 else (1e-10, 1e-10)
 
 
 def assert_close(actual: npt.ArrayLike, expected: npt.ArrayLike, dtype: npt.DTypeLike, what: str = "") -> None:
     """Assert ``actual`` matches ``expected`` within :func:`tolerance`, atol scaled by the expected magnitude."""
-    exp = np.asarray(expected, dtype=np.float64)
-    act = np.asarray(actual, dtype=np.float64)
+    exp = as_float64(expected)
+    act = as_float64(actual)
     rtol, atol = tolerance(dtype)
     scale = float(np.max(np.abs(exp))) if exp.size else 0.0
     np.testing.assert_allclose(act, exp, rtol=rtol, atol=atol * max(scale, 1.0), err_msg=what)

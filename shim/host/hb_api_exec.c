@@ -95,8 +95,9 @@ static int bias_shape_ok(const struct cudnnTensorStruct *bias, const struct cudn
     return 1;
 }
 
-/* Typed element-wise passes over y (N, C, D, H, W with hb_tensor strides): y = z, then y = act(y + bias). */
-#define HB_EPILOGUE(T, SUFFIX)                                                                                     \
+/* Typed element-wise passes over y (N, C, D, H, W with hb_tensor strides): y = z, then y = act(y + bias).
+ * T is the storage type, C the compute type, LD/ST convert between them (16-bit data: float, rounded once). */
+#define HB_EPILOGUE(T, C, LD, ST, SUFFIX)                                                                          \
     static void copy_##SUFFIX(const hb_tensor *y, T *yd, const hb_tensor *z, const T *zd) {                        \
         for (int64_t n = 0; n < y->n; n++)                                                                         \
             for (int64_t c = 0; c < y->c; c++)                                                                     \
@@ -112,20 +113,24 @@ static int bias_shape_ok(const struct cudnnTensorStruct *bias, const struct cudn
                                   int propagate_nan) {                                                             \
         for (int64_t n = 0; n < y->n; n++)                                                                         \
             for (int64_t c = 0; c < y->c; c++) {                                                                   \
-                T b = bias[c * bias_stride];                                                                       \
+                C b = LD(bias[c * bias_stride]);                                                                   \
                 for (int64_t d = 0; d < y->sp[0]; d++)                                                             \
                     for (int64_t h = 0; h < y->sp[1]; h++)                                                         \
                         for (int64_t w = 0; w < y->sp[2]; w++) {                                                   \
                             T *e = yd + n * y->stride_n + c * y->stride_c + d * y->stride_sp[0] +                  \
                                    h * y->stride_sp[1] + w * y->stride_sp[2];                                      \
-                            T v = *e + b;                                                                          \
-                            if (relu && !(v > 0)) v = (propagate_nan && isnan(v)) ? v : (T)0;                      \
-                            *e = v;                                                                                \
+                            C v = LD(*e) + b;                                                                      \
+                            if (relu && !(v > 0)) v = (propagate_nan && isnan(v)) ? v : (C)0;                      \
+                            *e = ST(v);                                                                            \
                         }                                                                                          \
             }                                                                                                      \
     }
-HB_EPILOGUE(float, f)
-HB_EPILOGUE(double, d)
+#define HB_SAME(v) (v)
+#define HB_F2H(v) ((hb_half)(v))
+HB_EPILOGUE(float, float, HB_SAME, HB_SAME, f)
+HB_EPILOGUE(double, double, HB_SAME, HB_SAME, d)
+HB_EPILOGUE(hb_half, float, hb_half_to_f, HB_F2H, h)
+HB_EPILOGUE(hb_bf16, float, hb_bf16_to_f, hb_f_to_bf16, b)
 
 /* Strides of a descriptor as an hb_tensor (the problem builder's normalisation, for z). */
 static void tensor_view(const struct cudnnTensorStruct *t, hb_tensor *v) {
@@ -169,24 +174,29 @@ HB_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     st = pick_algo(HB_OP_FWD, (int)algo, &p, workSpace, workSpaceSizeInBytes, &a);
     if (st != CUDNN_STATUS_SUCCESS) return st;
 
-    /* y = alpha1 * conv + alpha2 * z: the kernel's beta term reads y, so z is first placed in y. */
-    int is_double = p.dtype == CUDNN_DATA_DOUBLE;
+    /* y = alpha1 * conv + alpha2 * z: the kernel's beta term reads y, so z is first placed in y. 16-bit data is
+     * rounded twice: by the convolution, then after adding the bias. */
     if (a2 != 0 && z != y) {
         hb_tensor zv;
         tensor_view(zDesc, &zv);
-        if (is_double)
-            copy_d(&p.y, y, &zv, z);
-        else
-            copy_f(&p.y, y, &zv, z);
+        switch (p.dtype) {
+        case CUDNN_DATA_DOUBLE: copy_d(&p.y, y, &zv, z); break;
+        case CUDNN_DATA_HALF: copy_h(&p.y, y, &zv, z); break;
+        case CUDNN_DATA_BFLOAT16: copy_b(&p.y, y, &zv, z); break;
+        default: copy_f(&p.y, y, &zv, z); break;
+        }
     }
     st = a->run(&p, x, w, y, hb_scale_value(alpha1, p.dtype), a2, workSpace, workSpaceSizeInBytes);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     int relu = mode == CUDNN_ACTIVATION_RELU;
     int prop = activationDesc->nan == CUDNN_PROPAGATE_NAN;
-    if (is_double)
-        bias_act_d(&p.y, y, bias, biasDesc->stride[1], relu, prop);
-    else
-        bias_act_f(&p.y, y, bias, biasDesc->stride[1], relu, prop);
+    int64_t bs = biasDesc->stride[1];
+    switch (p.dtype) {
+    case CUDNN_DATA_DOUBLE: bias_act_d(&p.y, y, bias, bs, relu, prop); break;
+    case CUDNN_DATA_HALF: bias_act_h(&p.y, y, bias, bs, relu, prop); break;
+    case CUDNN_DATA_BFLOAT16: bias_act_b(&p.y, y, bias, bs, relu, prop); break;
+    default: bias_act_f(&p.y, y, bias, bs, relu, prop); break;
+    }
     hb_model_clock_add(hb_model_time_ms(a, &p));
     return CUDNN_STATUS_SUCCESS;
 }

@@ -4,7 +4,7 @@
  * Every call answers one row per algorithm enum value of the op: implemented and supporting the problem ->
  * a time and its workspace; otherwise CUDNN_STATUS_NOT_SUPPORTED, time -1, memory 0. Rows are sorted
  * successful first by (time, memory, algo), then the rest by algo, so equal inputs give equal answers.
- * A problem that is well-formed but outside the backend (e.g. HALF data) gets all rows NOT_SUPPORTED and a
+ * A problem that is well-formed but outside the backend (e.g. INT8 data) gets all rows NOT_SUPPORTED and a
  * successful call, like cuDNN's own answer for a configuration no engine takes.
  *
  * Times: Get*_v7 ranks by the timing model (hb_model.c) and runs nothing. Find* measure each algorithm by
@@ -82,13 +82,15 @@ static int cmp_rows(const void *pa, const void *pb) {
 }
 
 /* A deterministic, denormal-free fill so measured times do not depend on leftover memory contents. */
-static void fill(void *buf, size_t elems, int is_double) {
+static void fill(void *buf, size_t elems, cudnnDataType_t dtype) {
     for (size_t i = 0; i < elems; i++) {
         double v = (double)((i * 2654435761u) % 2001u) / 1000.0 - 1.0;
-        if (is_double)
-            ((double *)buf)[i] = v;
-        else
-            ((float *)buf)[i] = (float)v;
+        switch (dtype) {
+        case CUDNN_DATA_DOUBLE: ((double *)buf)[i] = v; break;
+        case CUDNN_DATA_HALF: ((hb_half *)buf)[i] = (hb_half)(float)v; break;
+        case CUDNN_DATA_BFLOAT16: ((hb_bf16 *)buf)[i] = hb_f_to_bf16((float)v); break;
+        default: ((float *)buf)[i] = (float)v; break;
+        }
     }
 }
 
@@ -108,7 +110,7 @@ static void tensor_extent(const hb_tensor *t, size_t *elems, size_t *origin) {
 
 /* Own buffers for Find: one allocation per role. Returns 0 on allocation failure (all freed). */
 static int alloc_buffers(hb_op op, const hb_problem *p, void *mem[3], hb_buffers *b) {
-    size_t es = p->dtype == CUDNN_DATA_DOUBLE ? 8 : 4;
+    size_t es = hb_dtype_size(p->dtype);
     size_t xe, xo, ye, yo;
     tensor_extent(&p->x, &xe, &xo);
     tensor_extent(&p->y, &ye, &yo);
@@ -132,7 +134,7 @@ static int alloc_buffers(hb_op op, const hb_problem *p, void *mem[3], hb_buffers
             for (int j = 0; j < i; j++) free(mem[j]);
             return 0;
         }
-        fill(mem[i], elems[i], es == 8);
+        fill(mem[i], elems[i], p->dtype);
     }
     b->in0 = (const char *)mem[0] + origin[0] * es;
     b->in1 = (const char *)mem[1] + origin[1] * es;

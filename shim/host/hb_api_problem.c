@@ -79,9 +79,21 @@ cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct c
     /* Well-formed from here on; what follows is what this backend does not compute. */
     /* 1-D convolutions (rank 3) pass cuDNN's descriptor checks but this backend computes 2-D and 3-D only. */
     if (nb < 4 || nb > 5) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (x->dtype != CUDNN_DATA_FLOAT && x->dtype != CUDNN_DATA_DOUBLE) return CUDNN_STATUS_NOT_SUPPORTED;
-    /* cuDNN's float and double configurations compute in the data type itself. */
-    if (conv->compute != x->dtype) return CUDNN_STATUS_NOT_SUPPORTED;
+    /* cuDNN's configurations: FLOAT and DOUBLE compute in the data type itself; HALF in FLOAT ("pseudo half")
+     * or HALF ("true half"); BFLOAT16 in FLOAT (the descriptor setter refuses a BFLOAT16 compute type). */
+    switch (x->dtype) {
+    case CUDNN_DATA_FLOAT:
+    case CUDNN_DATA_DOUBLE:
+        if (conv->compute != x->dtype) return CUDNN_STATUS_NOT_SUPPORTED;
+        break;
+    case CUDNN_DATA_HALF:
+        if (conv->compute != CUDNN_DATA_FLOAT && conv->compute != CUDNN_DATA_HALF) return CUDNN_STATUS_NOT_SUPPORTED;
+        break;
+    case CUDNN_DATA_BFLOAT16:
+        if (conv->compute != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED;
+        break;
+    default: return CUDNN_STATUS_NOT_SUPPORTED;
+    }
     if (x->vect != 1 || y->vect != 1 || w->format == CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_NOT_SUPPORTED;
     int64_t welems = (int64_t)w->dim[0] * w->dim[1];
     for (int i = 2; i < nb; i++) welems *= w->dim[i];

@@ -4,7 +4,9 @@
  * that take parts in whatever order they get to them; each part accumulates a dx row chunk on the stack and
  * adds it into dx with an atomic add, so the order of the (>= 3) addends of every dx element, and with it the
  * last bits of the result, may change from run to run.
- * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ * 16-bit data: loads are converted, the chunk accumulates in float and each atomic add rounds dx to the 16-bit
+ * type (as GPU half atomics do), so dx is rounded up to HB_PARTS + 1 times (beta scaling included).
+ * Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -19,16 +21,8 @@ typedef struct {
     int64_t nparts;
 } job;
 
-#define HB_T float
-#define HB_F(name) name##_f
-#include "hb_bwd_data_direct.c"
-#undef HB_T
-#undef HB_F
-#define HB_T double
-#define HB_F(name) name##_d
-#include "hb_bwd_data_direct.c"
-#undef HB_T
-#undef HB_F
+#define HB_TMPL_FILE "hb_bwd_data_direct.c"
+#include "hb_kern_tmpl.h"
 
 static size_t workspace(const hb_problem *p) {
     (void)p;
@@ -41,12 +35,23 @@ static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, voi
     (void)ws_bytes;
     int64_t kg = p->w.k / p->groups;
     job j = {p, w, dy, dx, alpha, kg < HB_PARTS ? kg : HB_PARTS};
-    if (p->dtype == CUDNN_DATA_DOUBLE) {
+    switch (p->dtype) {
+    case CUDNN_DATA_DOUBLE:
         hb_scale_tensor_d(&p->x, dx, beta);
         hb_run_parts(bwd_data_part_d, &j, j.nparts);
-    } else {
+        break;
+    case CUDNN_DATA_HALF:
+        hb_scale_tensor_h(&p->x, dx, beta);
+        hb_run_parts(bwd_data_part_h, &j, j.nparts);
+        break;
+    case CUDNN_DATA_BFLOAT16:
+        hb_scale_tensor_b(&p->x, dx, beta);
+        hb_run_parts(bwd_data_part_b, &j, j.nparts);
+        break;
+    default:
         hb_scale_tensor_f(&p->x, dx, beta);
         hb_run_parts(bwd_data_part_f, &j, j.nparts);
+        break;
     }
     return CUDNN_STATUS_SUCCESS;
 }
@@ -58,8 +63,8 @@ const hb_algo hb_bwd_data_algo0 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0", 
 static void HB_F(bwd_data_part)(void *ctx, int64_t part) {
     const job *j = ctx;
     const hb_problem *p = j->p;
-    const HB_T *w = j->w, *dy = j->dy;
-    HB_T *dx = j->dx;
+    const HB_S *w = j->w, *dy = j->dy;
+    HB_S *dx = j->dx;
     hb_geom G;
     hb_geom_init(&G, p);
     const int64_t k0 = part * G.kg / j->nparts, k1 = (part + 1) * G.kg / j->nparts;
@@ -72,7 +77,7 @@ static void HB_F(bwd_data_part)(void *ctx, int64_t part) {
                 const int64_t c = g * G.cg + cc;
                 for (int64_t id = 0; id < G.in[0]; id++)
                     for (int64_t ih = 0; ih < G.in[1]; ih++) {
-                        HB_T *xr = dx + n * p->x.stride_n + c * p->x.stride_c + id * p->x.stride_sp[0] +
+                        HB_S *xr = dx + n * p->x.stride_n + c * p->x.stride_c + id * p->x.stride_sp[0] +
                                    ih * p->x.stride_sp[1];
                         for (int64_t w0 = 0; w0 < G.in[2]; w0 += HB_ROW) {
                             const int64_t wn = G.in[2] - w0 < HB_ROW ? G.in[2] - w0 : HB_ROW;
@@ -89,21 +94,21 @@ static void HB_F(bwd_data_part)(void *ctx, int64_t part) {
                                         if (nh < 0 || nh % p->stride[1]) continue;
                                         int64_t oh = nh / p->stride[1];
                                         if (oh >= G.out[1]) continue;
-                                        const HB_T *dyr = dy + n * p->y.stride_n + k * p->y.stride_c +
+                                        const HB_S *dyr = dy + n * p->y.stride_n + k * p->y.stride_c +
                                                           od * p->y.stride_sp[0] + oh * p->y.stride_sp[1];
-                                        const HB_T *wr = w + k * p->w.stride_k + cc * p->w.stride_c +
+                                        const HB_S *wr = w + k * p->w.stride_k + cc * p->w.stride_c +
                                                          t * p->w.stride_sp[0] + r * p->w.stride_sp[1];
                                         for (int64_t s = 0; s < G.f[2]; s++) {
                                             const int64_t off = hb_tap(p, 2, s) * p->dilation[2] - p->pad[2];
                                             int64_t qa, qb;
                                             hb_out_range(G.out[2], st2, off, w0, w0 + wn, &qa, &qb);
-                                            const HB_T wv = wr[s * p->w.stride_sp[2]];
+                                            const HB_T wv = HB_LD(wr[s * p->w.stride_sp[2]]);
                                             const int64_t base = off - w0;
                                             if (st2 == 1 && ys2 == 1)
-                                                for (int64_t q = qa; q < qb; q++) acc[q + base] += wv * dyr[q];
+                                                for (int64_t q = qa; q < qb; q++) acc[q + base] += wv * HB_LD(dyr[q]);
                                             else
                                                 for (int64_t q = qa; q < qb; q++)
-                                                    acc[q * st2 + base] += wv * dyr[q * ys2];
+                                                    acc[q * st2 + base] += wv * HB_LD(dyr[q * ys2]);
                                         }
                                     }
                                 }

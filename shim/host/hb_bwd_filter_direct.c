@@ -3,7 +3,9 @@
  * The reduction over (sample, output row) pairs is split into up to HB_PARTS parts run by two threads in
  * whatever order they get to them; each part's partial sum of a filter element is added into dw (pre-scaled by
  * beta) with an atomic add, so the summation order, and the last bits, may change from run to run.
- * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ * 16-bit data: loads are converted, partial sums are float and each atomic add rounds dw to the 16-bit type (as
+ * GPU half atomics do), so dw is rounded up to HB_PARTS + 1 times (beta scaling included).
+ * Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -19,16 +21,8 @@ typedef struct {
     int64_t rows, nparts;
 } job;
 
-#define HB_T float
-#define HB_F(name) name##_f
-#include "hb_bwd_filter_direct.c"
-#undef HB_T
-#undef HB_F
-#define HB_T double
-#define HB_F(name) name##_d
-#include "hb_bwd_filter_direct.c"
-#undef HB_T
-#undef HB_F
+#define HB_TMPL_FILE "hb_bwd_filter_direct.c"
+#include "hb_kern_tmpl.h"
 
 static size_t workspace(const hb_problem *p) {
     (void)p;
@@ -41,12 +35,23 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *dy, voi
     (void)ws_bytes;
     int64_t rows = p->y.n * p->y.sp[0] * p->y.sp[1];
     job j = {p, x, dy, dw, alpha, rows, rows < HB_PARTS ? rows : HB_PARTS};
-    if (p->dtype == CUDNN_DATA_DOUBLE) {
+    switch (p->dtype) {
+    case CUDNN_DATA_DOUBLE:
         hb_scale_filter_d(&p->w, p->w.c, dw, beta);
         hb_run_parts(bwd_filter_part_d, &j, j.nparts);
-    } else {
+        break;
+    case CUDNN_DATA_HALF:
+        hb_scale_filter_h(&p->w, p->w.c, dw, beta);
+        hb_run_parts(bwd_filter_part_h, &j, j.nparts);
+        break;
+    case CUDNN_DATA_BFLOAT16:
+        hb_scale_filter_b(&p->w, p->w.c, dw, beta);
+        hb_run_parts(bwd_filter_part_b, &j, j.nparts);
+        break;
+    default:
         hb_scale_filter_f(&p->w, p->w.c, dw, beta);
         hb_run_parts(bwd_filter_part_f, &j, j.nparts);
+        break;
     }
     return CUDNN_STATUS_SUCCESS;
 }
@@ -58,8 +63,8 @@ const hb_algo hb_bwd_filter_algo0 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "ALGO_
 static void HB_F(bwd_filter_part)(void *ctx, int64_t part) {
     const job *j = ctx;
     const hb_problem *p = j->p;
-    const HB_T *x = j->x, *dy = j->dy;
-    HB_T *dw = j->dw;
+    const HB_S *x = j->x, *dy = j->dy;
+    HB_S *dw = j->dw;
     hb_geom G;
     hb_geom_init(&G, p);
     const int64_t r0 = part * j->rows / j->nparts, r1 = (part + 1) * j->rows / j->nparts;
@@ -85,17 +90,17 @@ static void HB_F(bwd_filter_part)(void *ctx, int64_t part) {
                         int64_t n = row / o01, od = (row / G.out[1]) % G.out[0], oh = row % G.out[1];
                         int64_t id = od * p->stride[0] + off0, ih = oh * p->stride[1] + off1;
                         if (id < 0 || id >= G.in[0] || ih < 0 || ih >= G.in[1]) continue;
-                        const HB_T *xr = x + n * p->x.stride_n + c * p->x.stride_c + id * p->x.stride_sp[0] +
+                        const HB_S *xr = x + n * p->x.stride_n + c * p->x.stride_c + id * p->x.stride_sp[0] +
                                          ih * p->x.stride_sp[1];
-                        const HB_T *dyr = dy + n * p->y.stride_n + k * p->y.stride_c + od * p->y.stride_sp[0] +
+                        const HB_S *dyr = dy + n * p->y.stride_n + k * p->y.stride_c + od * p->y.stride_sp[0] +
                                           oh * p->y.stride_sp[1];
                         int64_t q = qa;
                         if (xs2 == 1 && ys2 == 1 && st2 == 1) {
                             for (; q + HB_LANES <= qb; q += HB_LANES)
-                                for (int l = 0; l < HB_LANES; l++) acc[l] += dyr[q + l] * xr[q + l + off2];
-                            for (; q < qb; q++) acc[0] += dyr[q] * xr[q + off2];
+                                for (int l = 0; l < HB_LANES; l++) acc[l] += HB_LD(dyr[q + l]) * HB_LD(xr[q + l + off2]);
+                            for (; q < qb; q++) acc[0] += HB_LD(dyr[q]) * HB_LD(xr[q + off2]);
                         } else {
-                            for (; q < qb; q++) acc[q % HB_LANES] += dyr[q * ys2] * xr[(q * st2 + off2) * xs2];
+                            for (; q < qb; q++) acc[q % HB_LANES] += HB_LD(dyr[q * ys2]) * HB_LD(xr[(q * st2 + off2) * xs2]);
                         }
                     }
                     HB_T sum = 0;

@@ -84,8 +84,8 @@ static inline int hb_handle_ok(const struct cudnnContext *h) { return h && h->ma
 /*
  * Build the checked problem of `op` from the descriptors. Malformed input (NULL or unset descriptors,
  * mismatched types or shapes, groups not dividing C/K) -> CUDNN_STATUS_BAD_PARAM; well-formed but outside
- * what the backend computes (data types other than FLOAT/DOUBLE, a compute type that does not match the
- * data, more than 3 spatial dims) -> CUDNN_STATUS_NOT_SUPPORTED. x is dx for bwd-data, w is dw for
+ * what the backend computes (data types other than FLOAT/DOUBLE/HALF/BFLOAT16, a compute type cuDNN does not
+ * pair with the data type, more than 3 spatial dims) -> CUDNN_STATUS_NOT_SUPPORTED. x is dx for bwd-data, w is dw for
  * bwd-filter, y is dy for both backward ops.
  */
 cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,

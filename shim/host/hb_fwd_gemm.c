@@ -5,7 +5,10 @@
  * alpha/beta straight into y: one call for the batch when (n, positions) share one stride (NHWC), one per
  * sample otherwise (NCHW). Rows of the column matrix follow the filter's memory order (NCHW or NHWC) so the
  * filter is used in place.
- * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ * 16-bit data: the column matrix is float (converted by im2col), the group's filter is converted into a float
+ * [K/groups x C/groups * taps] copy and the output always goes through the float staging tile (rounded once);
+ * all three are in the workspace.
+ * Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -15,7 +18,7 @@ enum { FUSED = 0, PER_SAMPLE = 1, STAGED = 2 };
 typedef struct {
     int order, mode;
     hb_gemm_call call;
-    size_t col_bytes, total;
+    size_t col_bytes, wconv, stage, total; /* wconv, stage: byte offsets of the float filter copy and the tile */
 } plan;
 
 static int make_plan(const hb_problem *p, plan *pl) {
@@ -29,6 +32,15 @@ static int make_plan(const hb_problem *p, plan *pl) {
     int64_t bss = hb_batch_spatial_stride(&p->y), ss = hb_spatial_stride(&p->y);
     pl->col_bytes = hb_align(hb_bytes(G.crs * ncol, es));
     pl->total = pl->col_bytes;
+    pl->wconv = pl->stage = pl->col_bytes;
+    if (hb_is_16bit(p->dtype)) {
+        hb_mview wa = {G.kg, G.crs, G.crs, 1}, b = {G.crs, G.pout, ncol, 1}, c = {G.kg, G.pout, G.pout, 1};
+        if (!hb_gemm_plan(wa, b, c, &pl->call)) return 0;
+        pl->mode = STAGED;
+        pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
+        pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
+        return pl->total != SIZE_MAX;
+    }
     if (bss) {
         hb_mview b = {G.crs, ncol, ncol, 1}, c = {G.kg, ncol, p->y.stride_c, bss};
         if (hb_gemm_plan(a, b, c, &pl->call)) {
@@ -51,16 +63,8 @@ static int make_plan(const hb_problem *p, plan *pl) {
     return pl->total != SIZE_MAX;
 }
 
-#define HB_T float
-#define HB_F(name) name##_f
-#include "hb_fwd_gemm.c"
-#undef HB_T
-#undef HB_F
-#define HB_T double
-#define HB_F(name) name##_d
-#include "hb_fwd_gemm.c"
-#undef HB_T
-#undef HB_F
+#define HB_TMPL_FILE "hb_fwd_gemm.c"
+#include "hb_kern_tmpl.h"
 
 static size_t workspace(const hb_problem *p) {
     plan pl;
@@ -72,10 +76,12 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
     (void)ws_bytes;
     plan pl;
     if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
-    if (p->dtype == CUDNN_DATA_DOUBLE)
-        fwd_gemm_d(p, &pl, x, w, y, alpha, beta, ws);
-    else
-        fwd_gemm_f(p, &pl, x, w, y, alpha, beta, ws);
+    switch (p->dtype) {
+    case CUDNN_DATA_DOUBLE: fwd_gemm_d(p, &pl, x, w, y, alpha, beta, ws); break;
+    case CUDNN_DATA_HALF: fwd_gemm_h(p, &pl, x, w, y, alpha, beta, ws); break;
+    case CUDNN_DATA_BFLOAT16: fwd_gemm_b(p, &pl, x, w, y, alpha, beta, ws); break;
+    default: fwd_gemm_f(p, &pl, x, w, y, alpha, beta, ws); break;
+    }
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -83,36 +89,43 @@ const hb_algo hb_fwd_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "GEMM", 1, 20.0, w
 
 #else
 
-static void HB_F(fwd_gemm)(const hb_problem *p, const plan *pl, const HB_T *x, const HB_T *w, HB_T *y, double alpha,
+static void HB_F(fwd_gemm)(const hb_problem *p, const plan *pl, const HB_S *x, const HB_S *w, HB_S *y, double alpha,
                            double beta, void *ws) {
     hb_geom G;
     hb_geom_init(&G, p);
     HB_T *col = ws;
-    HB_T *stage = (HB_T *)((char *)ws + pl->col_bytes);
+    HB_T *stage = (HB_T *)((char *)ws + pl->stage);
     const int64_t ncol = G.n * G.pout;
     const HB_T a = (HB_T)alpha, b = (HB_T)beta;
     for (int64_t g = 0; g < G.groups; g++) {
         HB_F(hb_im2col)(p, x, g, 0, G.n, pl->order, col, ncol);
+        HB_S *yg = y + g * G.kg * p->y.stride_c;
+#if HB_NATIVE
         const HB_T *wg = w + g * G.kg * p->w.stride_k;
-        HB_T *yg = y + g * G.kg * p->y.stride_c;
         if (pl->mode == FUSED) {
-            HB_F(hb_gemm_run)(&pl->call, a, wg, col, b, yg);
+            HB_FC(hb_gemm_run)(&pl->call, a, wg, col, b, yg);
             continue;
         }
+#else
+        HB_T *wg = (HB_T *)((char *)ws + pl->wconv);
+        HB_F(hb_filter_load)(w + g * G.kg * p->w.stride_k, p->w.stride_k, G.kg, G.crs, wg);
+#endif
         for (int64_t n = 0; n < G.n; n++) {
-            HB_T *yn = yg + n * p->y.stride_n;
+            HB_S *yn = yg + n * p->y.stride_n;
+#if HB_NATIVE
             if (pl->mode == PER_SAMPLE) {
-                HB_F(hb_gemm_run)(&pl->call, a, wg, col + n * G.pout, b, yn);
+                HB_FC(hb_gemm_run)(&pl->call, a, wg, col + n * G.pout, b, yn);
                 continue;
             }
-            HB_F(hb_gemm_run)(&pl->call, 1, wg, col + n * G.pout, 0, stage);
+#endif
+            HB_FC(hb_gemm_run)(&pl->call, 1, wg, col + n * G.pout, 0, stage);
             for (int64_t kk = 0; kk < G.kg; kk++)
                 for (int64_t pos = 0; pos < G.pout; pos++) {
                     int64_t od = pos / (G.out[1] * G.out[2]), oh = (pos / G.out[2]) % G.out[1], ow = pos % G.out[2];
-                    HB_T *dst = yn + kk * p->y.stride_c + od * p->y.stride_sp[0] + oh * p->y.stride_sp[1] +
+                    HB_S *dst = yn + kk * p->y.stride_c + od * p->y.stride_sp[0] + oh * p->y.stride_sp[1] +
                                 ow * p->y.stride_sp[2];
                     HB_T v = a * stage[kk * G.pout + pos];
-                    *dst = beta == 0.0 ? v : v + b * *dst;
+                    *dst = HB_ST(beta == 0.0 ? v : v + b * HB_LD(*dst));
                 }
         }
     }

@@ -5,7 +5,8 @@
  * tile ([K/groups x HB_TILE] elements). Output positions are processed in tiles of HB_TILE: for each
  * (input channel, tap) the tile's inputs are gathered once through the table and used by every output channel
  * as a rank-1 update of the accumulator -- vectorisable, but no BLAS, so between direct loops and GEMM.
- * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ * 16-bit data is converted as it is gathered; the accumulator tile is float (its size counted in the workspace).
+ * Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -49,16 +50,8 @@ static void build_tables(const hb_problem *p, int64_t *table, int64_t *woff) {
     }
 }
 
-#define HB_T float
-#define HB_F(name) name##_f
-#include "hb_fwd_precomp.c"
-#undef HB_T
-#undef HB_F
-#define HB_T double
-#define HB_F(name) name##_d
-#include "hb_fwd_precomp.c"
-#undef HB_T
-#undef HB_F
+#define HB_TMPL_FILE "hb_fwd_precomp.c"
+#include "hb_kern_tmpl.h"
 
 static size_t workspace(const hb_problem *p) { return ws_layout(p).total; }
 
@@ -67,10 +60,12 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
     (void)ws_bytes;
     layout l = ws_layout(p);
     build_tables(p, (int64_t *)((char *)ws + l.table), (int64_t *)((char *)ws + l.woff));
-    if (p->dtype == CUDNN_DATA_DOUBLE)
-        fwd_precomp_d(p, x, w, y, alpha, beta, ws, &l);
-    else
-        fwd_precomp_f(p, x, w, y, alpha, beta, ws, &l);
+    switch (p->dtype) {
+    case CUDNN_DATA_DOUBLE: fwd_precomp_d(p, x, w, y, alpha, beta, ws, &l); break;
+    case CUDNN_DATA_HALF: fwd_precomp_h(p, x, w, y, alpha, beta, ws, &l); break;
+    case CUDNN_DATA_BFLOAT16: fwd_precomp_b(p, x, w, y, alpha, beta, ws, &l); break;
+    default: fwd_precomp_f(p, x, w, y, alpha, beta, ws, &l); break;
+    }
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -79,7 +74,7 @@ const hb_algo hb_fwd_implicit_precomp_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICI
 
 #else
 
-static void HB_F(fwd_precomp)(const hb_problem *p, const HB_T *x, const HB_T *w, HB_T *y, double alpha, double beta,
+static void HB_F(fwd_precomp)(const hb_problem *p, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta,
                               void *ws, const layout *l) {
     hb_geom G;
     hb_geom_init(&G, p);
@@ -91,33 +86,33 @@ static void HB_F(fwd_precomp)(const hb_problem *p, const HB_T *x, const HB_T *w,
     const int64_t o12 = G.out[1] * G.out[2];
     for (int64_t n = 0; n < G.n; n++)
         for (int64_t g = 0; g < G.groups; g++) {
-            const HB_T *xg = x + n * p->x.stride_n + g * G.cg * p->x.stride_c;
-            const HB_T *wg = w + g * G.kg * p->w.stride_k;
+            const HB_S *xg = x + n * p->x.stride_n + g * G.cg * p->x.stride_c;
+            const HB_S *wg = w + g * G.kg * p->w.stride_k;
             for (int64_t pq0 = 0; pq0 < G.pout; pq0 += HB_TILE) {
                 const int64_t tq = G.pout - pq0 < HB_TILE ? G.pout - pq0 : HB_TILE;
                 for (int64_t i = 0; i < G.kg * tq; i++) acc[i] = 0;
                 for (int64_t cc = 0; cc < G.cg; cc++) {
-                    const HB_T *xc = xg + cc * p->x.stride_c;
-                    const HB_T *wc = wg + cc * p->w.stride_c;
+                    const HB_S *xc = xg + cc * p->x.stride_c;
+                    const HB_S *wc = wg + cc * p->w.stride_c;
                     for (int64_t tap = 0; tap < G.taps; tap++) {
                         const int64_t *tb = table + tap * G.pout + pq0;
-                        for (int64_t j = 0; j < tq; j++) xv[j] = tb[j] >= 0 ? xc[tb[j]] : (HB_T)0;
-                        const HB_T *wt = wc + woff[tap];
+                        for (int64_t j = 0; j < tq; j++) xv[j] = tb[j] >= 0 ? HB_LD(xc[tb[j]]) : (HB_T)0;
+                        const HB_S *wt = wc + woff[tap];
                         for (int64_t kk = 0; kk < G.kg; kk++) {
-                            const HB_T wv = wt[kk * p->w.stride_k];
+                            const HB_T wv = HB_LD(wt[kk * p->w.stride_k]);
                             HB_T *ak = acc + kk * tq;
                             for (int64_t j = 0; j < tq; j++) ak[j] += wv * xv[j];
                         }
                     }
                 }
                 for (int64_t kk = 0; kk < G.kg; kk++) {
-                    HB_T *yk = y + n * p->y.stride_n + (g * G.kg + kk) * p->y.stride_c;
+                    HB_S *yk = y + n * p->y.stride_n + (g * G.kg + kk) * p->y.stride_c;
                     const HB_T *ak = acc + kk * tq;
                     for (int64_t j = 0; j < tq; j++) {
                         int64_t pos = pq0 + j;
                         int64_t od = pos / o12, oh = (pos / G.out[2]) % G.out[1], ow = pos % G.out[2];
-                        HB_T *dst = yk + od * p->y.stride_sp[0] + oh * p->y.stride_sp[1] + ow * p->y.stride_sp[2];
-                        *dst = beta == 0.0 ? a * ak[j] : a * ak[j] + b * *dst;
+                        HB_S *dst = yk + od * p->y.stride_sp[0] + oh * p->y.stride_sp[1] + ow * p->y.stride_sp[2];
+                        *dst = HB_ST(beta == 0.0 ? a * ak[j] : a * ak[j] + b * HB_LD(*dst));
                     }
                 }
             }

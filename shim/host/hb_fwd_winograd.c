@@ -28,10 +28,12 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
                          void *ws, size_t ws_bytes) {
     (void)ws_bytes;
     hb_wino wp = wino_of(p);
-    if (p->dtype == CUDNN_DATA_DOUBLE)
-        hb_wino_run_d(&wp, x, w, y, alpha, beta, ws);
-    else
-        hb_wino_run_f(&wp, x, w, y, alpha, beta, ws);
+    switch (p->dtype) {
+    case CUDNN_DATA_DOUBLE: hb_wino_run_d(&wp, x, w, y, alpha, beta, ws); break;
+    case CUDNN_DATA_HALF: hb_wino_run_h(&wp, x, w, y, alpha, beta, ws); break;
+    case CUDNN_DATA_BFLOAT16: hb_wino_run_b(&wp, x, w, y, alpha, beta, ws); break;
+    default: hb_wino_run_f(&wp, x, w, y, alpha, beta, ws); break;
+    }
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ucudnn/cudnn_abi.h"
 
@@ -20,6 +21,48 @@
 
 /* Spatial dims are always normalised to 3 (D, H, W): a 4-D problem has D = 1, pad 0, stride 1, dilation 1. */
 #define HB_SP 3
+
+/* Storage of the 16-bit types: IEEE binary16 through GCC's _Float16 (conversions round to nearest even), and
+ * bfloat16 as its bit pattern (the top half of a float). */
+typedef _Float16 hb_half;
+typedef uint16_t hb_bf16;
+
+static inline float hb_bf16_to_f(hb_bf16 v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* HALF -> float, exact, without a libgcc call (so loops over half data vectorise): the exponent and mantissa
+ * moved into float position and rebiased by a multiplication by 2^112 (exact, and right for subnormals too);
+ * infinities and NaNs get the all-ones exponent. float -> HALF stays the (_Float16) conversion (round to
+ * nearest even), done once per stored result. */
+static inline float hb_half_to_f(hb_half h) {
+    uint16_t b;
+    memcpy(&b, &h, sizeof b);
+    uint32_t em = b & 0x7fffu, u = em << 13;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    f *= 0x1p112f;
+    memcpy(&u, &f, sizeof u);
+    if (em >= 0x7c00u) u = (em << 13) | 0x7f800000u;
+    u |= (uint32_t)(b & 0x8000u) << 16;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest, ties to even; NaN stays a (quiet) NaN, overflow rounds to infinity. */
+static inline hb_bf16 hb_f_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (hb_bf16)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (hb_bf16)(u >> 16);
+}
+
+/* Whether a data type is stored in 16 bits and computed in float. */
+static inline int hb_is_16bit(cudnnDataType_t dt) { return dt == CUDNN_DATA_HALF || dt == CUDNN_DATA_BFLOAT16; }
 
 /*
  * A tensor (x, y, dx, dy): N, C and 3 spatial extents with element strides (any strides, NCHW, NHWC or
@@ -41,7 +84,7 @@ typedef struct {
 
 /* One convolution problem, fully checked: y = conv(x, w); sizes agree with the output-dim formula. */
 typedef struct {
-    cudnnDataType_t dtype;  /* CUDNN_DATA_FLOAT or CUDNN_DATA_DOUBLE */
+    cudnnDataType_t dtype;  /* CUDNN_DATA_FLOAT, _DOUBLE, _HALF or _BFLOAT16 (the last two computed in float) */
     int nb_spatial;         /* 2 or 3, as the caller described it (kernels may ignore it) */
     hb_tensor x;            /* input (x for fwd/bwd-filter, dx for bwd-data) */
     hb_filter w;            /* filter (w, or dw for bwd-filter) */

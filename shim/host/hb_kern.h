@@ -3,8 +3,15 @@
  * problem geometry, output-range arithmetic, the BLAS GEMM wrapper over strided matrix views, im2col/col2im,
  * the Winograd F(2x2,3x3) core and the two-thread runner used by the non-deterministic algorithms.
  *
- * Typed helpers exist twice, suffixed _f (float) and _d (double); kernel files are written once as a template
- * (the file includes itself with HB_T/HB_F defined, see hb_fwd_direct.c) and pick the right helper via HB_F.
+ * Typed helpers exist once per storage type, suffixed _f (float), _d (double), _h (HALF) and _b (BFLOAT16);
+ * kernel files are written once as a template instantiated for the four by hb_kern_tmpl.h (see hb_fwd_direct.c)
+ * and pick the right helper via HB_F (storage type) or HB_FC (compute type).
+ *
+ * 16-bit data (HALF, BFLOAT16) is computed in float: every value is converted on load and the result rounded
+ * (to nearest even) once on store -- except in the atomics-based ALGO_0s, which round on every atomic add, as
+ * GPU half atomics do. Direct algorithms convert on the fly; GEMM-based ones convert into float buffers that are
+ * part of their reported workspace. HALF with a HALF compute type ("true half") is computed the
+ * same way: the host backend accumulates in float, which is at least as accurate as half accumulation.
  */
 #ifndef UCUDNN_HB_KERN_H
 #define UCUDNN_HB_KERN_H
@@ -99,6 +106,7 @@ void hb_gemm_run_d(const hb_gemm_call *call, double alpha, const double *a, cons
 /* Byte size helpers that saturate instead of overflowing (an impossible size becomes SIZE_MAX). */
 size_t hb_bytes(int64_t elems, size_t elem_size);
 size_t hb_add_bytes(size_t a, size_t b);
+/* Bytes of one element of the compute type (workspace buffers): double for DOUBLE, float otherwise. */
 static inline size_t hb_elem_size(const hb_problem *p) {
     return p->dtype == CUDNN_DATA_DOUBLE ? sizeof(double) : sizeof(float);
 }
@@ -108,11 +116,16 @@ static inline size_t hb_align(size_t b) { return b == SIZE_MAX ? SIZE_MAX : (b +
 /*
  * im2col of group g, samples [n0, n0 + nb): col is [crs rows x nb * pout cols], row-major with leading
  * dimension ld; rows ordered as `order` (HB_ORDER_CT or HB_ORDER_TC). Padding reads as zero. The tap
- * direction follows the convolution mode, so the filter is always used unflipped.
+ * direction follows the convolution mode, so the filter is always used unflipped. The 16-bit variants write a
+ * float col (converting).
  */
 void hb_im2col_f(const hb_problem *p, const float *x, int64_t g, int64_t n0, int64_t nb, int order, float *col,
                  int64_t ld);
 void hb_im2col_d(const hb_problem *p, const double *x, int64_t g, int64_t n0, int64_t nb, int order, double *col,
+                 int64_t ld);
+void hb_im2col_h(const hb_problem *p, const hb_half *x, int64_t g, int64_t n0, int64_t nb, int order, float *col,
+                 int64_t ld);
+void hb_im2col_b(const hb_problem *p, const hb_bf16 *x, int64_t g, int64_t n0, int64_t nb, int order, float *col,
                  int64_t ld);
 
 /* The transpose of im2col: dx[group g, samples n0..] += col (dx already scaled by beta by the caller). */
@@ -124,9 +137,29 @@ void hb_col2im_d(const hb_problem *p, const double *col, int64_t g, int64_t n0, 
 /* t = beta * t over a whole tensor, exactly 0 when beta == 0 (prior contents, NaN included, ignored). */
 void hb_scale_tensor_f(const hb_tensor *t, float *data, double beta);
 void hb_scale_tensor_d(const hb_tensor *t, double *data, double beta);
+void hb_scale_tensor_h(const hb_tensor *t, hb_half *data, double beta);
+void hb_scale_tensor_b(const hb_tensor *t, hb_bf16 *data, double beta);
 /* Same for a filter. */
 void hb_scale_filter_f(const hb_filter *w, int64_t cg, float *data, double beta);
 void hb_scale_filter_d(const hb_filter *w, int64_t cg, double *data, double beta);
+void hb_scale_filter_h(const hb_filter *w, int64_t cg, hb_half *data, double beta);
+void hb_scale_filter_b(const hb_filter *w, int64_t cg, hb_bf16 *data, double beta);
+
+/*
+ * The 16-bit GEMM algorithms' float copies of one group's filter, and back: dst[kk * crs + r] = src[kk * stride_k
+ * + r] for kk < kg, r < crs (the reduction index r is at unit stride for HB_ORDER_CT / HB_ORDER_TC filters).
+ * The store direction writes dw = f + beta * dw, rounded once (beta == 0: prior contents ignored).
+ */
+void hb_filter_load_h(const hb_half *src, int64_t stride_k, int64_t kg, int64_t crs, float *dst);
+void hb_filter_load_b(const hb_bf16 *src, int64_t stride_k, int64_t kg, int64_t crs, float *dst);
+void hb_filter_store_h(const float *f, int64_t kg, int64_t crs, hb_half *dst, int64_t stride_k, double beta);
+void hb_filter_store_b(const float *f, int64_t kg, int64_t crs, hb_bf16 *dst, int64_t stride_k, double beta);
+/*
+ * Samples [0, t->n) and channels [c0, c0 + nc) of a tensor from a packed float buffer f ([n x nc x positions]):
+ * data = f + beta * data, rounded once (beta == 0: prior contents ignored).
+ */
+void hb_tensor_store_h(const float *f, const hb_tensor *t, int64_t c0, int64_t nc, hb_half *data, double beta);
+void hb_tensor_store_b(const float *f, const hb_tensor *t, int64_t c0, int64_t nc, hb_bf16 *data, double beta);
 
 /*
  * Winograd F(2x2, 3x3), non-fused: the transforms of the whole batch live in the workspace and the 16
@@ -147,6 +180,11 @@ size_t hb_wino_workspace(const hb_wino *wp, size_t elem_size);
 void hb_wino_run_f(const hb_wino *wp, const float *x, const float *w, float *y, double alpha, double beta,
                    void *ws);
 void hb_wino_run_d(const hb_wino *wp, const double *x, const double *w, double *y, double alpha, double beta,
+                   void *ws);
+/* 16-bit data: transforms, products and workspace in float (elem_size 4), converted on load and store. */
+void hb_wino_run_h(const hb_wino *wp, const hb_half *x, const hb_half *w, hb_half *y, double alpha, double beta,
+                   void *ws);
+void hb_wino_run_b(const hb_wino *wp, const hb_bf16 *x, const hb_bf16 *w, hb_bf16 *y, double alpha, double beta,
                    void *ws);
 /* Whether the problem is one Winograd F(2x2,3x3) handles: 2-D, 3x3, stride 1, no dilation. */
 int hb_wino_shape_ok(const hb_problem *p);
@@ -171,6 +209,22 @@ static inline void hb_atomic_add_d(double *x, double v) {
     __atomic_load(x, &old, __ATOMIC_RELAXED);
     do {
         upd = old + v;
+    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+/* 16-bit elements: the sum is computed in float and rounded to the element type on every add, as GPU atomics
+ * on half do; a result accumulated by k adds is rounded k times. */
+static inline void hb_atomic_add_h(hb_half *x, float v) {
+    hb_half old, upd;
+    __atomic_load(x, &old, __ATOMIC_RELAXED);
+    do {
+        upd = (hb_half)((float)old + v);
+    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+static inline void hb_atomic_add_b(hb_bf16 *x, float v) {
+    hb_bf16 old, upd;
+    __atomic_load(x, &old, __ATOMIC_RELAXED);
+    do {
+        upd = hb_f_to_bf16(hb_bf16_to_f(old) + v);
     } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 

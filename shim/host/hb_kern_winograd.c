@@ -2,7 +2,8 @@
  * Winograd F(2x2, 3x3), non-fused (Lavin & Gray's transforms). 2.25x fewer multiplications than direct 3x3,
  * paid for with transformed copies of the whole batch in the workspace: U (filter, 16 x cout x cin),
  * V (input, 16 x cin x tiles) and M (products, 16 x cout x tiles), tiles = N * ceil(P/2) * ceil(Q/2).
- * Template file: includes itself for float and double (see hb_kern_im2col.c).
+ * 16-bit data: U, V and M are float (the workspace is sized with elem_size 4), inputs are converted as they are
+ * transformed and outputs rounded once. Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -29,20 +30,12 @@ size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
     return hb_add_bytes(hb_add_bytes(u, v), m);
 }
 
-#define HB_T float
-#define HB_F(name) name##_f
-#include "hb_kern_winograd.c"
-#undef HB_T
-#undef HB_F
-#define HB_T double
-#define HB_F(name) name##_d
-#include "hb_kern_winograd.c"
-#undef HB_T
-#undef HB_F
+#define HB_TMPL_FILE "hb_kern_winograd.c"
+#include "hb_kern_tmpl.h"
 
 #else
 
-void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y, double alpha, double beta,
+void HB_F(hb_wino_run)(const hb_wino *wp, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta,
                        void *ws) {
     const int64_t th = (wp->p + 1) / 2, tw = (wp->q + 1) / 2, nt = wp->n * th * tw;
     const int64_t cin = wp->cin, cout = wp->cout;
@@ -56,12 +49,12 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y,
         /* U = G g G^T per (out, in) channel pair. */
         for (int64_t o = 0; o < cout; o++)
             for (int64_t i = 0; i < cin; i++) {
-                const HB_T *f = w + g * wp->f_group + o * wp->f_out + i * wp->f_in;
+                const HB_S *f = w + g * wp->f_group + o * wp->f_out + i * wp->f_in;
                 HB_T k[3][3], t[4][3];
                 for (int r = 0; r < 3; r++)
                     for (int s = 0; s < 3; s++) {
                         int rr = wp->flip ? 2 - r : r, ss = wp->flip ? 2 - s : s;
-                        k[r][s] = f[rr * wp->f_r + ss * wp->f_s];
+                        k[r][s] = HB_LD(f[rr * wp->f_r + ss * wp->f_s]);
                     }
                 for (int s = 0; s < 3; s++) {
                     t[0][s] = k[0][s];
@@ -83,7 +76,7 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y,
          * bounds tests and vectorise. */
         for (int64_t i = 0; i < cin; i++)
             for (int64_t n = 0; n < wp->n; n++) {
-                const HB_T *xc = x + n * wp->xs_n + (g * cin + i) * wp->xs_c;
+                const HB_S *xc = x + n * wp->xs_n + (g * cin + i) * wp->xs_c;
                 for (int64_t ty = 0; ty < th; ty++)
                     for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
                         const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
@@ -98,9 +91,9 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y,
                                 for (int64_t j = 0; j < len; j++) rows[r][j] = 0;
                                 continue;
                             }
-                            const HB_T *xr = xc + hh * wp->xs_h;
+                            const HB_S *xr = xc + hh * wp->xs_h;
                             for (int64_t j = 0; j < ja; j++) rows[r][j] = 0;
-                            for (int64_t j = ja; j < jb; j++) rows[r][j] = xr[(w0 + j) * wp->xs_w];
+                            for (int64_t j = ja; j < jb; j++) rows[r][j] = HB_LD(xr[(w0 + j) * wp->xs_w]);
                             for (int64_t j = jb; j < len; j++) rows[r][j] = 0;
                         }
                         HB_T vt[16][HB_WT]; /* staged on the stack: 16 output streams defeat the vectoriser */
@@ -130,12 +123,12 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y,
         hb_gemm_call call;
         if (!hb_gemm_plan(mu, mv, mm, &call)) return; /* excluded by hb_wino_workspace's limits */
         for (int e = 0; e < 16; e++)
-            HB_F(hb_gemm_run)(&call, 1, U + e * cout * cin, V + e * cin * nt, 0, M + e * cout * nt);
+            HB_FC(hb_gemm_run)(&call, 1, U + e * cout * cin, V + e * cin * nt, 0, M + e * cout * nt);
         /* Y = A^T m A for a row of tiles at a time into two stack output rows, then written with alpha/beta;
          * edge tiles drop their outputs past P or Q. */
         for (int64_t o = 0; o < cout; o++)
             for (int64_t n = 0; n < wp->n; n++) {
-                HB_T *yc = y + n * wp->ys_n + (g * cout + o) * wp->ys_c;
+                HB_S *yc = y + n * wp->ys_n + (g * cout + o) * wp->ys_c;
                 for (int64_t ty = 0; ty < th; ty++)
                     for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
                         const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
@@ -155,12 +148,12 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_T *x, const HB_T *w, HB_T *y,
                         }
                         const int64_t q0 = 2 * tx0, nq = wp->q - q0 < 2 * nx ? wp->q - q0 : 2 * nx;
                         for (int r = 0; r < 2 && 2 * ty + r < wp->p; r++) {
-                            HB_T *dst = yc + (2 * ty + r) * wp->ys_h + q0 * wp->ys_w;
+                            HB_S *dst = yc + (2 * ty + r) * wp->ys_h + q0 * wp->ys_w;
                             if (beta == 0.0)
-                                for (int64_t j = 0; j < nq; j++) dst[j * wp->ys_w] = a * out[r][j];
+                                for (int64_t j = 0; j < nq; j++) dst[j * wp->ys_w] = HB_ST(a * out[r][j]);
                             else
                                 for (int64_t j = 0; j < nq; j++)
-                                    dst[j * wp->ys_w] = a * out[r][j] + b * dst[j * wp->ys_w];
+                                    dst[j * wp->ys_w] = HB_ST(a * out[r][j] + b * HB_LD(dst[j * wp->ys_w]));
                         }
                     }
             }

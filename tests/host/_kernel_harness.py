@@ -30,7 +30,8 @@ FWD, BWD_DATA, BWD_FILTER = 0, 1, 2
 OPS = (FWD, BWD_DATA, BWD_FILTER)
 OP_NAMES = {FWD: "fwd", BWD_DATA: "bwd_data", BWD_FILTER: "bwd_filter"}
 SIZE_MAX = 2**64 - 1
-DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+# cuDNN data types by NumPy dtype; uint16 arrays hold bfloat16 bit patterns (ucudnn.testing.BFLOAT16).
+DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2, np.dtype(np.uint16): 9}
 
 _I64x10 = ctypes.c_int64 * 10
 
@@ -116,7 +117,7 @@ class KernelLib:
         self, x: npt.NDArray[Any], w: npt.NDArray[Any], y: npt.NDArray[Any], params: ConvParams
     ) -> tuple[Any, ...]:
         if not (x.dtype == w.dtype == y.dtype) or x.dtype not in DTYPES:
-            raise ValueError(f"dtypes {x.dtype}, {w.dtype}, {y.dtype}: need one of float32/float64")
+            raise ValueError(f"dtypes {x.dtype}, {w.dtype}, {y.dtype}: need one of float32/float64/float16/uint16")
         return (DTYPES[x.dtype], params.nb_spatial, _desc(x), _desc(w), _desc(y), _conv(params))
 
     def workspace(

@@ -102,8 +102,15 @@ def test_bad_arguments_statuses(cudnn: C.Cudnn, handle: C.Handle) -> None:
     assert status_of(cudnn.backward_filter, handle, x, y, SPEC, 7, w.copy()) == BAD
     # well-formed but not computed by this backend
     assert status_of(f, handle, x, w, C.ConvSpec((1, 1), compute_type=C.DataType.DOUBLE), 0, y=y) == NS
+    # compute types cuDNN does not pair with the data type (HALF: FLOAT or HALF; BFLOAT16: FLOAT only)
+    half = C.DataType.HALF
+    assert status_of(f, handle, x, w, C.ConvSpec((1, 1), compute_type=half), 0, y=y, workspace=None) == NS
     xh, wh, yh = (a.astype(np.float16) for a in (x, w, y))
-    assert status_of(f, handle, xh, wh, SPEC, 0, y=yh, workspace=None) == NS
+    spec_d = C.ConvSpec((1, 1), compute_type=C.DataType.DOUBLE)
+    assert status_of(f, handle, xh, wh, spec_d, 0, y=yh, workspace=None) == NS
+    xb, wb, yb = (C.bf16_from_float(a) for a in (x, w, y))
+    assert status_of(f, handle, xb, wb, C.ConvSpec((1, 1), compute_type=half), 0, y=yb, workspace=None) == NS
+    assert status_of(f, handle, xh, wb, SPEC, 0, y=yh) == BAD  # mixed 16-bit types
     x1, w1 = np.ones((2, 4, 9), np.float32), np.ones((6, 4, 3), np.float32)
     assert status_of(f, handle, x1, w1, C.ConvSpec((0,)), 0, y=np.ones((2, 6, 7), np.float32), workspace=None) == NS
 

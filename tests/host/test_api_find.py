@@ -144,12 +144,13 @@ def test_search_bad_input(cudnn: C.Cudnn, handle: C.Handle) -> None:
 
 
 def test_unsupported_problem_gives_all_rows_not_supported(cudnn: C.Cudnn, handle: C.Handle) -> None:
-    x, w, y = (a.astype(np.float16) for a in problem())
+    x, w, y = problem()  # FLOAT data with a HALF compute type: well-formed, no cuDNN configuration
+    spec = C.ConvSpec((1, 1), math_type=C.MathType.TENSOR_OP, compute_type=C.DataType.HALF)
     for op in C.Op:
-        rows = cudnn.get_v7(handle, op, x, w, y, SPEC)
+        rows = cudnn.get_v7(handle, op, x, w, y, spec)
         check_rows(op, rows)
         assert all(r.status == NS for r in rows)
-        assert all(r.status == NS for r in cudnn.find(handle, op, x, w, y, SPEC))
+        assert all(r.status == NS for r in cudnn.find(handle, op, x, w, y, spec))
 
 
 MODEL_SCRIPT = textwrap.dedent(

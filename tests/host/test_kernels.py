@@ -4,6 +4,8 @@ The kernels run directly through tests/host/_kernel_harness.py (below the cuDNN 
 be fed to them. Tolerances (ucudnn.testing.tolerance): float32 rtol 1e-4 with atol 1e-4 x max|expected|;
 float64 rtol 1e-10 with atol 1e-10 x max|expected|.
 
+16-bit data (float16, bfloat16) is covered by test_kernels_16bit.py with the same harness.
+
 Every run uses a workspace of exactly the reported size placed at the start of a larger buffer whose tail is a
 random canary: the canary must survive (nothing past the reported size is touched) and the result must be right
 (the reported size is enough). With beta == 0 the output is pre-filled with NaN (it must not be read).
@@ -88,7 +90,7 @@ def run_checked(
     expected = reference(algo.op, prob, x, w, y, alpha, beta)
     out = {FWD: y, BWD_DATA: x, BWD_FILTER: w}[algo.op]
     if beta == 0.0:
-        out[...] = np.nan
+        out[...] = 0x7FC0 if np.dtype(dtype) == T.BFLOAT16 else np.nan  # bfloat16 bit patterns: a quiet NaN
     buf = np.empty(ws + CANARY, dtype=np.uint8)
     canary = rng.integers(0, 256, CANARY, dtype=np.uint8)
     buf[ws:] = canary

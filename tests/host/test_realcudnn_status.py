@@ -571,6 +571,28 @@ for mode, nan, coef in [
     CASES[f"set activation mode={mode} nan={nan} coef={coef}"] = set_act(mode, nan, coef)
 
 
+# HALF (2) and BFLOAT16 (9): every setter and getter path, both filter formats, the vectorised format (refused for
+# 16-bit filters), the compute types of a convolution (HALF accepted, BFLOAT16 refused: BFLOAT16 data computes in
+# FLOAT), and output dims with 16-bit and mixed data types (not checked there: the execution calls check them).
+for dt in (2, 9):
+    CASES[f"16-bit dt={dt} tensor4d NCHW"] = set_t4(0, dt, 2, 3, 4, 5)
+    CASES[f"16-bit dt={dt} tensor4d NHWC"] = set_t4(1, dt, 2, 3, 4, 5)
+    CASES[f"16-bit dt={dt} tensor4dEx"] = set_t4ex(dt, 2, 3, 4, 5, 61, 20, 5, 1)
+    CASES[f"16-bit dt={dt} tensorNd 5-D"] = set_tnd(dt, (2, 3, 4, 5, 6), (360, 120, 30, 6, 1))
+    CASES[f"16-bit dt={dt} tensorNdEx NHWC"] = set_tndex(1, dt, (2, 3, 4, 5))
+    CASES[f"16-bit dt={dt} tensorNdEx VECT_C"] = set_tndex(2, dt, (2, 4, 4, 5))
+    CASES[f"16-bit dt={dt} filter4d NCHW"] = set_f4(dt, 0, 2, 3, 4, 5)
+    CASES[f"16-bit dt={dt} filter4d NHWC"] = set_f4(dt, 1, 2, 3, 4, 5)
+    CASES[f"16-bit dt={dt} filter4d VECT_C"] = set_f4(dt, 2, 2, 4, 4, 5)
+    CASES[f"16-bit dt={dt} filterNd 5-D NHWC"] = set_fnd(dt, 1, (2, 3, 4, 5, 6))
+    CASES[f"16-bit dt={dt} output dims"] = out_dims(P2, (2, 3, 8, 8), (4, 3, 3, 3), xdt=dt, wdt=dt)
+    CASES[f"16-bit dt={dt} output dims, float filter"] = out_dims(P2, (2, 3, 8, 8), (4, 3, 3, 3), xdt=dt)
+for ct in (2, 9):
+    CASES[f"16-bit convNd 3-D compute={ct}"] = set_cnd((0, 1, 1), (1, 1, 1), (1, 1, 1), 1, ct)
+    CASES[f"16-bit convNd 2-D compute={ct}"] = set_cnd((1, 1), (1, 1), (1, 1), 0, ct)
+CASES["16-bit output dims half x, bfloat16 w"] = out_dims(P2, (2, 3, 8, 8), (4, 3, 3, 3), xdt=2, wdt=9)
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_same_answer_as_real_cudnn(name: str, cudnn: C.Cudnn, real: C.Cudnn) -> None:
     expected = CASES[name](real)

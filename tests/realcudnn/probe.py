@@ -75,7 +75,7 @@ def case(spec: dict[str, Any]) -> dict[str, Any]:
             ints(spec["stride"]),
             ints(spec["dil"]),
             spec["mode"],
-            DOUBLE if dtype == DOUBLE else FLOAT,
+            spec.get("compute", DOUBLE if dtype == DOUBLE else FLOAT),
         ),
         "set conv",
     )

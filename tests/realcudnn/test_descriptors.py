@@ -19,7 +19,7 @@ from ucudnn import _paths
 pytestmark = pytest.mark.realcudnn
 
 PROBE = Path(__file__).with_name("probe.py")
-DTYPES = {0: "float", 1: "double", 2: "half"}
+DTYPES = {0: "float", 1: "double", 2: "half", 9: "bfloat16"}
 FORMATS = {0: "nchw", 1: "nhwc"}
 MATHS = {0: "default", 1: "tensor_op", 2: "tensor_op_allow_conversion", 3: "fma"}
 
@@ -115,8 +115,12 @@ SPECS: list[dict[str, Any]] = [
         "n": 5,
     },
     BASE | {"n_pad": 7},  # samples not packed: nStride is part of the key
-    BASE | {"dtype": 2},  # HALF: the shim does not plan it
+    BASE | {"dtype": 2, "op": "bwd_filter"},  # HALF data, FLOAT compute (mixed precision): planned like FLOAT
+    BASE | {"dtype": 9, "nhwc": True, "op": "bwd_data"},  # BFLOAT16, FLOAT compute
+    BASE | {"dtype": 2, "compute": 2, "math": 1},  # HALF with HALF compute ("true half"), tensor-op math
+    BASE | {"dtype": 3, "nhwc": True, "c": 4, "k": 4, "compute": 4},  # INT8 (INT32 compute): not planned
 ]
+PLANNED = range(7)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +141,7 @@ def test_key_of_a_plain_layer(probe: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", PLANNED)
 def test_key_agrees_with_real_getters(probe: dict[str, Any], index: int) -> None:
     case = probe["cases"][index]
     assert case["need"] == len(case["key"])
@@ -148,11 +152,19 @@ def test_unpacked_n_stride_is_in_the_key(probe: dict[str, Any]) -> None:
     assert "x=3,32,32/3079,1024,32,1" in probe["cases"][3]["key"]
 
 
-def test_half_is_not_planned(probe: dict[str, Any]) -> None:
-    assert probe["cases"][4]["key"] is None and probe["cases"][4]["need"] == 0
+def test_16bit_keys(probe: dict[str, Any]) -> None:
+    half, bf16, true_half = (probe["cases"][i]["key"] for i in (4, 5, 6))
+    assert half.startswith("op=bwd_filter;dtype=half;") and ";w=half,nchw," in half and ";compute=float;" in half
+    assert bf16.startswith("op=bwd_data;dtype=bfloat16;") and ";w=bfloat16,nhwc," in bf16
+    assert ";compute=float;" in bf16
+    assert ";compute=half;" in true_half and true_half.endswith(";math=tensor_op")
 
 
-@pytest.mark.parametrize("index", range(5))
+def test_int8_is_not_planned(probe: dict[str, Any]) -> None:
+    assert probe["cases"][7]["key"] is None and probe["cases"][7]["need"] == 0
+
+
+@pytest.mark.parametrize("index", range(len(SPECS)))
 def test_clones_keep_strides(probe: dict[str, Any], index: int) -> None:
     case = probe["cases"][index]
     original = case["x"]
