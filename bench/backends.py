@@ -1,0 +1,331 @@
+"""Where the benchmark runs: the CPU host backend, or a GPU with the real cuDNN (CuPy buffers, CUDA events).
+
+Both load the cuDNN library and then the preload library into this process with ``RTLD_GLOBAL``; the preload
+library finds the already loaded ``libcudnn.so.9`` through ``dlopen(RTLD_NOLOAD)``, exactly as it does inside a
+framework. Undivided runs call the cuDNN library's own symbols, ucudnn runs call the preload library's.
+
+Timing (``Backend.time_ms``): warm-up calls, then one time per repeat:
+
+* host, ``UCUDNN_HOST_TIMING=measure`` (default): wall clock (``time.perf_counter``) around each call.
+* host, ``UCUDNN_HOST_TIMING=model``: the host backend's per-thread model clock
+  (``ucudnn_host_model_clock_ms``), read before and after each call: the modelled time of exactly the
+  convolutions that ran, micro-batches included, comparable with the modelled times ``Find`` reports.
+* cuda: CUDA events recorded on the handle's stream around each call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ucudnn import _paths
+from ucudnn.bench.capi import HOOKED_SYMBOLS, Cudnn, ShimControl
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine; the message says why and what to do."""
+
+
+class Backend(ABC):
+    """A cuDNN library plus the preload library over it, device buffers and a timer.
+
+    Arrays are the backend's own type (numpy on the host, CuPy on a GPU), float32, C-contiguous; ``ptr`` gives
+    the address cuDNN sees. The backend owns every array it returns until ``close``.
+    """
+
+    name: str
+    timing: str
+    real: Cudnn
+    hooked: Cudnn
+    shim: ShimControl
+    handle: int
+    default_tolerance: float
+    preload_path: Path
+
+    @abstractmethod
+    def random(self, shape: tuple[int, ...], seed: int) -> Any: ...
+
+    @abstractmethod
+    def filled(self, shape: tuple[int, ...], value: float) -> Any: ...
+
+    @abstractmethod
+    def fill(self, array: Any, value: float) -> None: ...
+
+    @abstractmethod
+    def ptr(self, array: Any) -> int: ...
+
+    @abstractmethod
+    def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]: ...
+
+    @abstractmethod
+    def workspace(self, nbytes: int) -> int:
+        """Address of a workspace of at least ``nbytes`` (0 for none), valid until the next call."""
+
+    @abstractmethod
+    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
+        """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times, returning each run's time in ms."""
+
+    @abstractmethod
+    def device_name(self) -> str: ...
+
+    def close(self) -> None:
+        self.real.destroy_handle(self.handle)
+
+
+def _load_preload(explicit: str | None) -> tuple[ctypes.CDLL, Path]:
+    path = Path(explicit) if explicit else _paths.PRELOAD
+    if not path.exists():
+        raise BackendUnavailable(
+            f"the preload library is not built ({path} is missing); reinstall with `pip install .` "
+            "or pass --preload PATH"
+        )
+    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    missing = [s for s in (*HOOKED_SYMBOLS, "ucudnn_set_option", "ucudnn_last_plan_json") if not hasattr(lib, s)]
+    if missing:
+        raise BackendUnavailable(f"{path} does not export {', '.join(missing)}: not a ucudnn preload library")
+    return lib, path
+
+
+class HostBackend(Backend):
+    """The CPU ``libcudnn.so.9`` stand-in shipped in the package (no GPU needed)."""
+
+    name = "host"
+    default_tolerance = 1e-3
+
+    def __init__(
+        self, *, host_timing: str | None = None, preload: str | None = None, threads: int | None = None
+    ) -> None:
+        if threads is not None:
+            # The host backend's GEMMs run on OpenBLAS, which reads this once when the library loads. On a shared
+            # machine one thread gives far steadier timings than threads competing with other processes.
+            os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+        if host_timing is not None:
+            # Read by the host library when it loads or times; must be in the environment before either.
+            os.environ["UCUDNN_HOST_TIMING"] = host_timing
+        self.timing = os.environ.get("UCUDNN_HOST_TIMING", "measure").strip().lower() or "measure"
+        if self.timing not in ("measure", "model"):
+            raise BackendUnavailable(f"UCUDNN_HOST_TIMING={self.timing!r}: expected measure or model")
+        if not _paths.HOST_CUDNN.exists():
+            raise BackendUnavailable(
+                f"the host backend is not built ({_paths.HOST_CUDNN} is missing); reinstall with `pip install .`"
+            )
+        self.lib = ctypes.CDLL(str(_paths.HOST_CUDNN), mode=ctypes.RTLD_GLOBAL)
+        shim_lib, self.preload_path = _load_preload(preload)
+        self.real = Cudnn(self.lib)
+        self.hooked = Cudnn(self.lib, shim_lib)
+        self.shim = ShimControl(shim_lib)
+        self._clock: Callable[[], float] | None = None
+        if self.timing == "model":
+            clock = getattr(self.lib, "ucudnn_host_model_clock_ms", None)
+            if clock is None:
+                raise BackendUnavailable(
+                    f"{_paths.HOST_CUDNN} does not export ucudnn_host_model_clock_ms, needed to time "
+                    "UCUDNN_HOST_TIMING=model runs; rebuild the host backend"
+                )
+            clock.argtypes = ()
+            clock.restype = ctypes.c_double
+            self._clock = clock
+        self.handle = self.real.create_handle()
+        self._keep: list[np.ndarray[Any, Any]] = []
+        self._ws = np.empty(0, dtype=np.uint8)
+
+    def random(self, shape: tuple[int, ...], seed: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+        a = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+        self._keep.append(a)
+        return a
+
+    def filled(self, shape: tuple[int, ...], value: float) -> np.ndarray[Any, np.dtype[np.float32]]:
+        a = np.full(shape, value, dtype=np.float32)
+        self._keep.append(a)
+        return a
+
+    def fill(self, array: Any, value: float) -> None:
+        array.fill(value)
+
+    def ptr(self, array: Any) -> int:
+        return int(array.ctypes.data)
+
+    def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
+        return np.array(array, dtype=np.float32, copy=True)
+
+    def workspace(self, nbytes: int) -> int:
+        if nbytes <= 0:
+            return 0
+        if self._ws.nbytes < nbytes:
+            self._ws = np.empty(0, dtype=np.uint8)  # free the old one first: workspaces can be large
+            self._ws = np.empty(nbytes, dtype=np.uint8)
+        return int(self._ws.ctypes.data)
+
+    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
+        for _ in range(warmup):
+            fn()
+        times: list[float] = []
+        for _ in range(repeat):
+            if self._clock is not None:
+                before = self._clock()
+                fn()
+                times.append(self._clock() - before)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+    def device_name(self) -> str:
+        threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+        return (
+            f"host CPU ({os.cpu_count()} cores, BLAS threads: {threads}), host backend cuDNN API {self.real.version()}"
+        )
+
+    def close(self) -> None:
+        super().close()
+        self._keep.clear()
+        self._ws = np.empty(0, dtype=np.uint8)
+
+
+def _real_cudnn_candidates() -> list[str]:
+    explicit = os.environ.get("UCUDNN_REAL_LIBCUDNN", "")
+    out = [explicit] if explicit else []
+    for module in ("nvidia.cudnn",):
+        try:
+            mod = __import__(module, fromlist=["__path__"])
+        except ImportError:
+            continue
+        for base in getattr(mod, "__path__", []):
+            lib = Path(base) / "lib" / "libcudnn.so.9"
+            if lib.exists():
+                out.append(str(lib))
+    out.append("libcudnn.so.9")  # the system one, through the dynamic linker's search path
+    return out
+
+
+class CudaBackend(Backend):
+    """The real cuDNN on an NVIDIA GPU: CuPy device buffers, CUDA events on a dedicated stream."""
+
+    name = "cuda"
+    timing = "cuda-events"
+    # cuDNN may use TF32 tensor cores for FP32 convolutions by default (10-bit mantissa).
+    default_tolerance = 1e-2
+
+    def __init__(self, *, preload: str | None = None, device: int = 0) -> None:
+        try:
+            import cupy
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"--backend cuda needs CuPy ({exc}); install it with `pip install 'ucudnn[cuda]'` "
+                "(cupy-cuda12x) on a machine with an NVIDIA GPU, or use --backend host"
+            ) from None
+        try:
+            count = int(cupy.cuda.runtime.getDeviceCount())
+        except Exception as exc:  # CUDARuntimeError without a driver; its type lives in CuPy
+            raise BackendUnavailable(f"--backend cuda: no usable NVIDIA GPU ({exc}); use --backend host") from None
+        if count <= device:
+            raise BackendUnavailable(f"--backend cuda: no GPU {device} ({count} visible); use --backend host")
+        self.cp = cupy
+        cupy.cuda.Device(device).use()
+        errors: list[str] = []
+        lib: ctypes.CDLL | None = None
+        for candidate in _real_cudnn_candidates():
+            try:
+                lib = ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL)
+                break
+            except OSError as exc:
+                errors.append(f"{candidate}: {exc}")
+        if lib is None:
+            raise BackendUnavailable(
+                "--backend cuda: cannot load the real libcudnn.so.9 (install nvidia-cudnn-cu12 or -cu13, or set "
+                "UCUDNN_REAL_LIBCUDNN): " + "; ".join(errors)
+            )
+        self.lib = lib
+        shim_lib, self.preload_path = _load_preload(preload)
+        self.real = Cudnn(lib)
+        self.hooked = Cudnn(lib, shim_lib)
+        self.shim = ShimControl(shim_lib)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.handle = self.real.create_handle()
+        self.real.set_stream(self.handle, int(self.stream.ptr))
+        self._keep: list[Any] = []
+        self._ws: Any = None
+
+    def random(self, shape: tuple[int, ...], seed: int) -> Any:
+        # Generated on the host so the inputs match the host backend's for the same seed.
+        host = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+        # Our stream is non-blocking: work on the legacy default stream would not be ordered before cuDNN's.
+        with self.stream:
+            a = self.cp.asarray(host)
+        self.stream.synchronize()
+        self._keep.append(a)
+        return a
+
+    def filled(self, shape: tuple[int, ...], value: float) -> Any:
+        with self.stream:
+            a = self.cp.full(shape, value, dtype=self.cp.float32)
+        self.stream.synchronize()
+        self._keep.append(a)
+        return a
+
+    def fill(self, array: Any, value: float) -> None:
+        with self.stream:
+            array.fill(value)
+        self.stream.synchronize()
+
+    def ptr(self, array: Any) -> int:
+        return int(array.data.ptr)
+
+    def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
+        self.stream.synchronize()
+        return np.asarray(self.cp.asnumpy(array, stream=self.stream), dtype=np.float32)
+
+    def workspace(self, nbytes: int) -> int:
+        if nbytes <= 0:
+            return 0
+        if self._ws is None or int(self._ws.nbytes) < nbytes:
+            self._ws = None
+            self.cp.get_default_memory_pool().free_all_blocks()
+            self._ws = self.cp.empty(nbytes, dtype=self.cp.uint8)
+        return int(self._ws.data.ptr)
+
+    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
+        for _ in range(warmup):
+            fn()
+        self.stream.synchronize()
+        times: list[float] = []
+        for _ in range(repeat):
+            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+            start.record(self.stream)
+            fn()
+            end.record(self.stream)
+            end.synchronize()
+            times.append(float(self.cp.cuda.get_elapsed_time(start, end)))
+        return times
+
+    def device_name(self) -> str:
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        name = props["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        return f"{name}, cuDNN {self.real.version()}"
+
+    def close(self) -> None:
+        super().close()
+        self._keep.clear()
+        self._ws = None
+
+
+def open_backend(
+    name: str, *, host_timing: str | None = None, preload: str | None = None, threads: int | None = None
+) -> Backend:
+    """Open ``host`` or ``cuda``; raises BackendUnavailable with the reason and the remedy."""
+    if name == "host":
+        return HostBackend(host_timing=host_timing, preload=preload, threads=threads)
+    if name == "cuda":
+        if host_timing is not None or threads is not None:
+            raise BackendUnavailable("--host-timing and --threads apply to --backend host only")
+        return CudaBackend(preload=preload)
+    raise BackendUnavailable(f"unknown backend {name!r}; expected host or cuda")

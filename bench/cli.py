@@ -1,0 +1,324 @@
+"""``ucudnn-bench``: measured speedups of ucudnn over plain cuDNN under workspace limits.
+
+Exit status: 0 when every configuration ran (or was skipped with a reason) and every ucudnn output matched the
+undivided output; 1 when an output did not match; 2 for bad input (problem file, suite, size, option) or a
+backend that cannot run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ucudnn import __version__
+from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
+from ucudnn.bench.suites import SUITES, get_suite
+from ucudnn.config import ConfigError, format_size, parse_size
+
+OPS = ("fwd", "bwd-data", "bwd-filter")
+POLICIES = ("undivided", "powerOfTwo", "all")
+DEFAULT_LIMITS = "8MiB,64MiB,512MiB"
+# --quick: limits that bind on the quick suite's layers (their im2col-style workspaces at N are tens of MiB).
+QUICK_LIMITS = "1MiB,4MiB,16MiB"
+QUICK_REPEAT = 3
+
+EPILOG = f"""
+timing: every execution is warmed up (--warmup), then the undivided baseline and ucudnn are timed alternately
+--repeat times each (both see the same background load); medians are reported. The host backend
+times with the wall clock (time.perf_counter) by default; with --host-timing model (UCUDNN_HOST_TIMING=model)
+its Find reports modelled times and executions are timed by its model clock (ucudnn_host_model_clock_ms: the
+modelled time of exactly the convolutions that ran), so measured and predicted speedups are comparable. The cuda
+backend times with CUDA events on the handle's stream.
+
+what is compared, per problem x op x limit: the fastest algorithm that Find on cuDNN itself reports within the
+limit, run undivided (what cuDNN alone does); ucudnn's plan for each policy, run through the preload library
+(Get_v7, workspace query, execution); and the fastest algorithm with unlimited workspace (the ceiling).
+speedup = undivided time / ucudnn time. faster/slower in the summary: speedup > 1.05 / < 0.95.
+ucudnn's output must match the undivided one: max|diff| / max|reference| <= --tolerance (default 1e-3 on the
+host, 1e-2 on cuda where cuDNN may use TF32).
+
+planning results go to the SQLite cache (UCUDNN_DATABASE or --database), so a second run plans from the cache;
+planning time is reported separately (column "plan s") and is not part of the measured times.
+
+built-in suites: {", ".join(SUITES)}.
+--quick alone = --suite quick --workspace {QUICK_LIMITS} --repeat {QUICK_REPEAT} --threads 1 on the host backend.
+examples:
+  ucudnn-bench --quick
+  ucudnn-bench --problems conv_train.csv --batch 256 --dedupe --ops fwd --workspace 8MiB,64MiB,512MiB
+  ucudnn-bench --problems DeepBench/code/kernels/conv_problems.h --set inference_server --json out.json
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ucudnn-bench",
+        description="Benchmark ucudnn (micro-batched cuDNN convolutions) against undivided cuDNN under "
+        "workspace limits, on DeepBench problem files or built-in suites.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"ucudnn-bench {__version__}")
+    src = p.add_argument_group("problems")
+    src.add_argument(
+        "--problems",
+        metavar="FILE",
+        type=Path,
+        help="DeepBench-order CSV (w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h; header and leading "
+        "label column optional), the original μ-cuDNN CSV, or DeepBench's conv_problems.h",
+    )
+    src.add_argument(
+        "--set",
+        default="training",
+        metavar="NAME",
+        help=f"problem set of a conv_problems.h file: {', '.join(SETS)} (default training)",
+    )
+    src.add_argument("--suite", metavar="NAME", help="a built-in suite (see --list-suites)")
+    src.add_argument("--list-suites", action="store_true", help="list the built-in suites and exit")
+    src.add_argument("--quick", action="store_true", help="a few-minute run of the quick suite on the host backend")
+    batch = src.add_mutually_exclusive_group()
+    batch.add_argument("--batch", type=int, metavar="N", help="force every problem's batch size to N")
+    batch.add_argument("--batch-multiplier", type=int, metavar="K", help="multiply every problem's batch size by K")
+    src.add_argument("--dedupe", action="store_true", help="drop repeated problems (after the batch change)")
+    src.add_argument("--limit-problems", type=int, metavar="K", help="keep only the first K problems")
+    what = p.add_argument_group("what to run")
+    what.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)} (default all)")
+    what.add_argument(
+        "--policy", default="powerOfTwo", help=f"comma-separated batch-size policies: {','.join(POLICIES)}"
+    )
+    what.add_argument(
+        "--workspace",
+        metavar="SIZES",
+        help=f"comma-separated per-kernel workspace limits (default {DEFAULT_LIMITS}; --quick: {QUICK_LIMITS})",
+    )
+    what.add_argument("--backend", choices=("host", "cuda"), default="host", help="host (CPU, default) or cuda")
+    what.add_argument(
+        "--host-timing",
+        choices=("measure", "model"),
+        help="host backend timing (sets UCUDNN_HOST_TIMING; default: the environment's, else measure)",
+    )
+    what.add_argument(
+        "--threads",
+        type=int,
+        metavar="T",
+        help="host backend: BLAS threads (sets OPENBLAS_NUM_THREADS; default: the environment's, --quick: 1)",
+    )
+    what.add_argument(
+        "--repeat", type=int, metavar="R", help=f"timed runs per configuration (default 5; quick {QUICK_REPEAT})"
+    )
+    what.add_argument("--warmup", type=int, default=1, metavar="W", help="untimed runs first (default 1)")
+    what.add_argument("--tolerance", type=float, help="max relative output error (default: backend's)")
+    what.add_argument("--seed", type=int, default=1234, help="seed of the random inputs")
+    what.add_argument("--database", metavar="PATH", help="SQLite cache (sets UCUDNN_DATABASE)")
+    what.add_argument("--preload", metavar="PATH", help="preload library to test (default: the installed one)")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", type=Path, metavar="FILE", help="write every row and the summary as JSON")
+    out.add_argument("--csv", type=Path, metavar="FILE", help="write every row as CSV")
+    out.add_argument("--plot", type=Path, metavar="FILE.png", help="bar chart of speedups (needs matplotlib)")
+    out.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "none"),
+        default="auto",
+        help="progress on stderr (auto: a bar on a terminal, plain lines otherwise)",
+    )
+    out.add_argument("-v", "--verbose", action="store_true", help="also print every row")
+    return p
+
+
+class UsageError(ValueError):
+    pass
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_ops(text: str) -> list[str]:
+    ops = _split(text)
+    aliases = {"forward": "fwd", "bwd_data": "bwd-data", "bwd_filter": "bwd-filter", "bwddata": "bwd-data"}
+    out: list[str] = []
+    for op in ops:
+        name = aliases.get(op.lower(), op.lower())
+        if name not in OPS:
+            raise UsageError(f"--ops: unknown op {op!r}; expected some of {','.join(OPS)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UsageError("--ops: empty")
+    return out
+
+
+def parse_policies(text: str) -> list[str]:
+    out: list[str] = []
+    for item in _split(text):
+        match = [p for p in POLICIES if p.lower() == item.lower()]
+        if not match:
+            raise UsageError(f"--policy: unknown policy {item!r}; expected some of {','.join(POLICIES)}")
+        if match[0] not in out:
+            out.append(match[0])
+    if not out:
+        raise UsageError("--policy: empty")
+    return out
+
+
+def parse_limits(text: str) -> list[int]:
+    out: list[int] = []
+    for item in _split(text):
+        size = parse_size(item, name="--workspace")
+        if size not in out:
+            out.append(size)
+    if not out:
+        raise UsageError("--workspace: empty")
+    return out
+
+
+def select_problems(args: argparse.Namespace) -> tuple[list[Problem], str]:
+    """The problems of this run and a description of where they came from."""
+    if args.problems is not None and args.suite is not None:
+        raise UsageError("give --problems or --suite, not both")
+    if args.problems is not None:
+        if args.set.removesuffix("_set") not in SETS and args.problems.suffix.lower() in (".h", ".hpp"):
+            raise UsageError(f"--set {args.set!r}: expected one of {', '.join(SETS)}")
+        problems = load_problems(args.problems, args.set)
+        source = str(args.problems)
+    else:
+        name = args.suite or ("quick" if args.quick else None)
+        if name is None:
+            raise UsageError("nothing to run: give --problems FILE, --suite NAME or --quick (see --help)")
+        suite = get_suite(name)
+        problems = suite.problems()
+        source = f"suite {suite.name}"
+    if args.batch is not None or args.batch_multiplier is not None:
+        problems = with_batch(problems, batch=args.batch, multiplier=args.batch_multiplier)
+        source += f", N={args.batch}" if args.batch is not None else f", N x{args.batch_multiplier}"
+    if args.dedupe:
+        before = len(problems)
+        problems = dedupe(problems)
+        source += f", deduplicated {before}->{len(problems)}"
+    if args.limit_problems is not None:
+        if args.limit_problems <= 0:
+            raise UsageError(f"--limit-problems {args.limit_problems}: must be positive")
+        problems = problems[: args.limit_problems]
+        source += f", first {len(problems)}"
+    return problems, source
+
+
+def list_suites() -> str:
+    lines = []
+    for s in SUITES.values():
+        lines.append(f"{s.name:<9} {len(s.layers):>2} layers, N={s.batch:<4} {s.description}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_suites:
+        print(list_suites())
+        return 0
+    try:
+        problems, source = select_problems(args)
+        ops = parse_ops(args.ops)
+        policies = parse_policies(args.policy)
+        limits = parse_limits(args.workspace or (QUICK_LIMITS if args.quick else DEFAULT_LIMITS))
+        repeat = args.repeat if args.repeat is not None else (QUICK_REPEAT if args.quick else 5)
+        if repeat <= 0 or args.warmup < 0:
+            raise UsageError("--repeat must be positive and --warmup not negative")
+        threads = args.threads
+        if threads is None and args.quick and args.backend == "host" and "OPENBLAS_NUM_THREADS" not in os.environ:
+            threads = 1  # steady timings on a shared or small machine; see --threads
+        if threads is not None and threads <= 0:
+            raise UsageError(f"--threads {threads}: must be positive")
+        if args.quick and args.backend != "host":
+            raise UsageError("--quick runs on the host backend; drop --backend or --quick")
+    except (ProblemError, ConfigError, UsageError) as exc:
+        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
+        return 2
+    if args.database:
+        os.environ["UCUDNN_DATABASE"] = args.database
+
+    # Imported only now: loading the backends pulls in numpy and the native libraries.
+    from ucudnn.bench import report
+    from ucudnn.bench.backends import BackendUnavailable, open_backend
+    from ucudnn.bench.runner import RunConfig, Runner
+
+    try:
+        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads)
+    except BackendUnavailable as exc:
+        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
+        return 2
+    cfg = RunConfig(
+        ops=ops,
+        limits=limits,
+        policies=policies,
+        repeat=repeat,
+        warmup=args.warmup,
+        tolerance=args.tolerance,
+        seed=args.seed,
+    )
+    device = backend.device_name()
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    try:
+        rows = Runner(backend, cfg, report.Progress(args.progress)).run(problems)
+    except KeyboardInterrupt:
+        print("\nucudnn-bench: interrupted; no results written", file=sys.stderr)
+        return 130
+    finally:
+        backend.close()
+    elapsed = time.monotonic() - t0
+    title = (
+        f"ucudnn-bench {__version__}: {len(problems)} problems ({source}), ops {','.join(ops)}, "
+        f"limits {','.join(format_size(x) for x in limits)}, policies {','.join(policies)}, {args.backend} backend"
+    )
+    if args.verbose:
+        print(report.detail_table(rows))
+        print()
+    print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing))
+    meta = {
+        "ucudnn_version": __version__,
+        "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],
+        "started_utc": started,
+        "elapsed_s": elapsed,
+        "problems": source,
+        "problem_count": len(problems),
+        "backend": args.backend,
+        "device": device,
+        "timing": backend.timing,
+        "ops": ops,
+        "limits_bytes": limits,
+        "policies": policies,
+        "repeat": repeat,
+        "warmup": args.warmup,
+        "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
+        "database": os.environ.get("UCUDNN_DATABASE", ""),
+        "preload": str(backend.preload_path),
+        "python": platform.python_version(),
+    }
+    status = 0
+    try:
+        if args.json:
+            report.write_json(args.json, rows, meta)
+        if args.csv:
+            report.write_csv(args.csv, rows)
+        if args.plot:
+            report.write_plot(args.plot, rows, title=title)
+    except report.PlotUnavailable as exc:
+        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
+        status = 2
+    except OSError as exc:
+        print(f"ucudnn-bench: error: cannot write output: {exc}", file=sys.stderr)
+        status = 2
+    if any(r.status == "ok" and not r.output_match for r in rows):
+        print("ucudnn-bench: ucudnn's output differed from the undivided output (see above)", file=sys.stderr)
+        status = status or 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

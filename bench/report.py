@@ -1,0 +1,266 @@
+"""Output of ``ucudnn-bench``: progress on stderr, the summary table, JSON, CSV and the speedup plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ucudnn.bench.runner import Row, format_micro_batches
+from ucudnn.config import format_size
+
+FASTER = 1.05  # a problem counts as faster when speedup > FASTER
+SLOWER = 0.95  # ... and as slower when speedup < SLOWER (measurement noise lies between)
+
+
+class Progress:
+    """A one-line bar on a terminal; one plain line per step otherwise (logs); nothing when disabled."""
+
+    def __init__(self, mode: str = "auto", stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "lines"
+        self.mode = mode
+        self.start = time.monotonic()
+
+    def __call__(self, done: int, total: int, text: str) -> None:
+        if self.mode == "none":
+            return
+        elapsed = time.monotonic() - self.start
+        if self.mode == "lines":
+            if text != "done":
+                print(f"ucudnn-bench: [{done + 1}/{total}] {text} ({elapsed:.0f}s)", file=self.stream, flush=True)
+            return
+        width = 30
+        filled = int(width * done / total) if total else width
+        eta = f", ~{elapsed / done * (total - done):.0f}s left" if done else ""
+        line = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:.0f}s{eta} {text}"
+        print(f"{line[:119]:<119}", end="" if done < total else "\n", file=self.stream, flush=True)
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    limit_bytes: int
+    policy: str
+    measured: int
+    skipped: int
+    geomean: float
+    maximum: float
+    faster: float  # share of measured rows with speedup > FASTER
+    slower: float  # share with speedup < SLOWER
+    predicted_geomean: float
+    mismatches: int
+    planning_ms: float
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    good = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in good) / len(good)) if good else math.nan
+
+
+def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
+    keys: list[tuple[int, str]] = []
+    for r in rows:
+        if (r.limit_bytes, r.policy) not in keys:
+            keys.append((r.limit_bytes, r.policy))
+    out: list[SummaryLine] = []
+    for limit, policy in keys:
+        group = [r for r in rows if r.limit_bytes == limit and r.policy == policy]
+        ok = [r for r in group if r.status == "ok" and math.isfinite(r.speedup)]
+        speedups = [r.speedup for r in ok]
+        n = len(ok)
+        out.append(
+            SummaryLine(
+                limit_bytes=limit,
+                policy=policy,
+                measured=n,
+                skipped=len(group) - n,
+                geomean=_geomean(speedups),
+                maximum=max(speedups) if speedups else math.nan,
+                faster=sum(s > FASTER for s in speedups) / n if n else math.nan,
+                slower=sum(s < SLOWER for s in speedups) / n if n else math.nan,
+                predicted_geomean=_geomean([r.predicted_speedup for r in ok]),
+                mismatches=sum(not r.output_match for r in ok),
+                planning_ms=sum(r.planning_ms for r in ok if math.isfinite(r.planning_ms)),
+            )
+        )
+    return out
+
+
+def _fmt(x: float, spec: str) -> str:
+    return format(x, spec) if math.isfinite(x) else "-"
+
+
+def summary_table(rows: Sequence[Row], *, title: str, elapsed_s: float, device: str, timing: str) -> str:
+    lines = [
+        title,
+        f"device: {device}; timing: {timing}; speedup = undivided cuDNN under the limit / ucudnn (medians)",
+        f"faster: speedup > {FASTER}; slower: speedup < {SLOWER}; predicted: from Find times and the plan",
+        "",
+    ]
+    header = (
+        f"{'limit':>8} {'policy':<11} {'rows':>5} {'skip':>5} {'geomean':>8} {'max':>7} {'faster':>7} "
+        f"{'slower':>7} {'pred.gm':>8} {'wrong':>6} {'plan s':>7}"
+    )
+    lines += [header, "-" * len(header)]
+    for s in summarise(rows):
+        lines.append(
+            f"{format_size(s.limit_bytes):>8} {s.policy:<11} {s.measured:>5} {s.skipped:>5} "
+            f"{_fmt(s.geomean, '.3f'):>7}x {_fmt(s.maximum, '.2f'):>6}x {_fmt(100 * s.faster, '.0f'):>6}% "
+            f"{_fmt(100 * s.slower, '.0f'):>6}% {_fmt(s.predicted_geomean, '.3f'):>7}x {s.mismatches:>6} "
+            f"{s.planning_ms / 1e3:>7.2f}"
+        )
+    skipped = [r for r in rows if r.status != "ok"]
+    if skipped:
+        lines.append("")
+        seen: set[tuple[str, str, str]] = set()
+        for r in skipped:
+            key = (r.origin, r.op, r.reason)
+            if key not in seen:
+                seen.add(key)
+                lines.append(f"skipped: {r.problem} ({r.origin}) {r.op}: {r.reason}")
+    wrong = [r for r in rows if r.status == "ok" and not r.output_match]
+    for r in wrong:
+        lines.append(
+            f"OUTPUT MISMATCH: {r.problem} {r.op} {format_size(r.limit_bytes)} {r.policy}: "
+            f"rel error {r.rel_error:.3g} > {r.tolerance:g}"
+        )
+    lines.append("")
+    lines.append(f"total run time: {elapsed_s:.1f} s ({len(rows)} rows)")
+    return "\n".join(lines)
+
+
+def detail_table(rows: Sequence[Row]) -> str:
+    """Every measured row, one line each (``--verbose``)."""
+    lines = [
+        f"{'problem':<26} {'op':<10} {'limit':>7} {'policy':<10} {'undiv ms':>9} {'ucudnn ms':>9} {'pred ms':>9} "
+        f"{'speedup':>7}  plan"
+    ]
+    for r in rows:
+        if r.status != "ok":
+            continue
+        lines.append(
+            f"{r.problem[:26]:<26} {r.op:<10} {format_size(r.limit_bytes):>7} {r.policy:<10} "
+            f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x  "
+            f"{format_micro_batches(r.micro_batches)} (undivided {r.undivided_algo})"
+        )
+    return "\n".join(lines)
+
+
+def write_json(path: Path, rows: Sequence[Row], meta: dict[str, Any]) -> None:
+    summary = [
+        {
+            "limit_bytes": s.limit_bytes,
+            "policy": s.policy,
+            "measured": s.measured,
+            "skipped": s.skipped,
+            "geomean_speedup": s.geomean,
+            "max_speedup": s.maximum,
+            "faster_share": s.faster,
+            "slower_share": s.slower,
+            "predicted_geomean_speedup": s.predicted_geomean,
+            "output_mismatches": s.mismatches,
+            "planning_ms": s.planning_ms,
+        }
+        for s in summarise(rows)
+    ]
+    doc = {
+        "meta": {**meta, "faster_threshold": FASTER, "slower_threshold": SLOWER},
+        "summary": summary,
+        "rows": [r.to_dict() for r in rows],
+    }
+    # NaN is not JSON: unmeasured values become null.
+    path.write_text(json.dumps(_nan_to_none(doc), indent=2) + "\n", encoding="utf-8")
+
+
+def _nan_to_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_nan_to_none(v) for v in x]
+    return x
+
+
+def write_csv(path: Path, rows: Sequence[Row]) -> None:
+    if not rows:
+        path.write_text("", encoding="utf-8")
+        return
+    fields = [k for k in rows[0].to_dict() if k not in ("micro_batches", "ucudnn_times_ms")]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([*fields, "micro_batches", "ucudnn_times_ms"])
+        for r in rows:
+            d = r.to_dict()
+            writer.writerow(
+                [
+                    *("" if isinstance(d[f], float) and not math.isfinite(d[f]) else d[f] for f in fields),
+                    format_micro_batches(r.micro_batches),
+                    " ".join(f"{t:.6g}" for t in r.ucudnn_times_ms),
+                ]
+            )
+
+
+class PlotUnavailable(RuntimeError):
+    pass
+
+
+def write_plot(path: Path, rows: Sequence[Row], *, title: str) -> None:
+    """Bars of speedup per problem (x) and limit (one colour each), like the μ-cuDNN README's figure.
+
+    One panel per op x policy present; the dashed line is 1.0x (no change).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotUnavailable(
+            "--plot needs matplotlib: pip install 'ucudnn[plot]' (or pip install matplotlib)"
+        ) from None
+    ok = [r for r in rows if r.status == "ok" and math.isfinite(r.speedup)]
+    panels: list[tuple[str, str]] = []
+    for r in ok:
+        if (r.op, r.policy) not in panels:
+            panels.append((r.op, r.policy))
+    if not panels:
+        raise PlotUnavailable("--plot: no measured rows to plot")
+    limits = sorted({r.limit_bytes for r in ok})
+    # Labels repeat (DeepBench names whole groups "Resnet"), so problems are told apart by origin.
+    problems: list[str] = []
+    ticks: list[str] = []
+    for r in ok:
+        if r.origin not in problems:
+            problems.append(r.origin)
+            ticks.append(f"{r.problem} {r.filter_h}x{r.filter_w} C{r.c}>{r.k} {r.h}x{r.w}")
+    width_in = max(8.0, 0.35 * len(problems) * max(1, len(limits)) / 2 + 3)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(min(width_in, 40.0), 1.0 + 4.6 * len(panels)), squeeze=False)
+    bar = 0.8 / len(limits)
+    for ax, (op, policy) in zip(axes[:, 0], panels, strict=True):
+        for i, limit in enumerate(limits):
+            xs: list[float] = []
+            ys: list[float] = []
+            for r in ok:
+                if r.op == op and r.policy == policy and r.limit_bytes == limit:
+                    xs.append(problems.index(r.origin) + (i - (len(limits) - 1) / 2) * bar)
+                    ys.append(r.speedup)
+            ax.bar(xs, ys, width=bar, label=format_size(limit))
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+        ax.set_ylabel("speedup (x)")
+        ax.set_title(f"{op}, policy {policy}")
+        ax.set_xticks(range(len(problems)))
+        ax.set_xticklabels(ticks, rotation=60, ha="right", fontsize=7)
+        ax.legend(title="workspace limit", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(textwrap.fill(title, 110), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

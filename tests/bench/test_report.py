@@ -1,0 +1,78 @@
+"""Summary statistics, JSON/CSV/plot output and progress lines, on synthetic rows (no native code)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ucudnn.bench import report
+from ucudnn.bench.runner import Row, format_micro_batches
+
+
+def make_row(problem: str, limit: int, speedup: float, *, status: str = "ok", match: bool = True) -> Row:
+    row = Row(
+        problem=problem, origin=f"t.csv:{problem}", shape="N8", w=8, h=8, c=1, n=8, k=1, filter_w=3, filter_h=3,
+        pad_w=1, pad_h=1, stride_w=1, stride_h=1, op="fwd", limit_bytes=limit, policy="powerOfTwo", status=status,
+    )  # fmt: skip
+    if status == "ok":
+        row.undivided_ms, row.ucudnn_ms, row.speedup = 2.0 * speedup, 2.0, speedup
+        row.predicted_speedup, row.output_match, row.planning_ms = speedup, match, 10.0
+        row.micro_batches = [{"batch": 4, "algo": 2, "algo_name": "GEMM", "count": 2}]
+    else:
+        row.reason = "no undivided algorithm fits the limit"
+    return row
+
+
+def test_summary_statistics_and_thresholds() -> None:
+    rows = [make_row("a", 1, 2.0), make_row("b", 1, 0.5), make_row("c", 1, 1.0), make_row("d", 1, 0, status="skipped")]
+    rows.append(make_row("a", 2, 1.04))
+    first, second = report.summarise(rows)
+    assert (first.measured, first.skipped) == (3, 1)
+    assert math.isclose(first.geomean, 1.0) and first.maximum == 2.0
+    assert math.isclose(first.faster, 1 / 3) and math.isclose(first.slower, 1 / 3)
+    assert second.faster == 0.0 and second.slower == 0.0  # 1.04x is within the noise band
+    text = report.summary_table(rows, title="T", elapsed_s=1.5, device="dev", timing="model")
+    assert "> 1.05" in text and "< 0.95" in text and "total run time: 1.5 s" in text
+    assert "skipped: d (t.csv:d) fwd: no undivided algorithm fits the limit" in text
+
+
+def test_mismatch_is_reported() -> None:
+    text = report.summary_table([make_row("a", 1, 1.5, match=False)], title="T", elapsed_s=0, device="d", timing="m")
+    assert "OUTPUT MISMATCH: a fwd" in text
+
+
+def test_json_csv_and_plot(tmp_path: Path) -> None:
+    rows = [make_row("a", 1 << 20, 2.0), make_row("a", 8 << 20, 1.0), make_row("b", 1 << 20, 0, status="skipped")]
+    report.write_json(tmp_path / "r.json", rows, {"k": "v"})
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["meta"]["k"] == "v" and doc["meta"]["faster_threshold"] == 1.05
+    assert len(doc["rows"]) == 3 and doc["rows"][2]["speedup"] is None  # NaN -> null
+    assert doc["summary"][0]["max_speedup"] == 2.0
+    report.write_csv(tmp_path / "r.csv", rows)
+    with (tmp_path / "r.csv").open() as fh:
+        got = list(csv.DictReader(fh))
+    assert len(got) == 3 and got[0]["micro_batches"] == "2x4:GEMM" and got[2]["speedup"] == ""
+    assert format_micro_batches(rows[0].micro_batches) == "2x4:GEMM"
+    pytest.importorskip("matplotlib")
+    report.write_plot(tmp_path / "r.png", rows, title="t")
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_progress_modes() -> None:
+    out = io.StringIO()
+    p = report.Progress("lines", out)
+    p(0, 2, "a fwd")
+    p(2, 2, "done")
+    assert out.getvalue().startswith("ucudnn-bench: [1/2] a fwd")
+    assert "done" not in out.getvalue()
+    quiet = io.StringIO()
+    report.Progress("none", quiet)(0, 1, "x")
+    assert quiet.getvalue() == ""
+    bar = io.StringIO()
+    report.Progress("bar", bar)(1, 2, "b")
+    assert "[" in bar.getvalue() and "1/2" in bar.getvalue()
