@@ -297,10 +297,16 @@ class Runner:
         t0 = time.perf_counter()
         perfs = b.hooked.get_v7(op, b.handle, case.d)
         row.planning_ms = (time.perf_counter() - t0) * 1e3
-        chosen = next((x for x in perfs if x.status == 0), None)
+        # A framework under a memory limit takes the first result whose workspace it can afford. When ucudnn
+        # plans, that is entry 0 (its plan fits by construction); when the call passes through, it is cuDNN's
+        # best fitting algorithm -- never one over the limit, which would flatter ucudnn.
+        chosen = next((x for x in perfs if x.status == 0 and x.memory_bytes <= row.limit_bytes), None)
         if chosen is None:
-            raise CudnnError("ucudnn Get_v7", -1, "no successful result through the preload library")
+            raise CudnnError("ucudnn Get_v7", -1, "no successful result within the limit through the preload library")
         ws_bytes = b.hooked.workspace_size(op, b.handle, case.d, chosen.algo)
+        if ws_bytes > row.limit_bytes:
+            why = f"{ws_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
+            raise CudnnError("ucudnn Get*WorkspaceSize", -1, why)
         plan = b.shim.last_plan()
         passthrough_before = int(b.shim.stats().get("passthrough", 0))
 
@@ -325,7 +331,8 @@ class Runner:
         row.undivided_ms = _median(undivided)
         row.ucudnn_times_ms = ucudnn
         row.ucudnn_ms = _median(ucudnn)
-        row.predicted_ms = float(executed.get("time_ms", chosen.time_ms))
+        # No plan ran (every call passed through): there is no prediction to compare with.
+        row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
         row.plan_workspace_bytes = int(executed.get("workspace_bytes", ws_bytes))
         row.micro_batches = _micro_batches(executed, op)
         if row.passthrough_calls:

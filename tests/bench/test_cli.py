@@ -171,3 +171,23 @@ def test_unrunnable_problem_is_skipped_and_the_run_continues(tmp_path: Path) -> 
     assert [(row["problem"], row["status"]) for row in rows] == [("giant", "skipped"), ("small", "ok")]
     assert rows[0]["reason"]
     assert "skipped: giant" in r.stdout
+
+
+def test_passthrough_is_never_credited_with_a_speedup(tmp_path: Path) -> None:
+    """With the shim disabled every call passes through: the "ucudnn" run must use an algorithm that fits the
+    limit (not v7's unlimited favourite), so each speedup is exactly 1 under the model clock, with no prediction."""
+    problems = write(tmp_path, "tiny.csv", TINY)
+    out_json = tmp_path / "r.json"
+    args = [
+        "--problems", str(problems), "--workspace", "16KiB,512KiB", "--repeat", "1", "--host-timing", "model",
+        "--json", str(out_json), "--database", str(tmp_path / "cache.sqlite"), "--progress", "none",
+    ]  # fmt: skip
+    r = run_cli(*args, env={"UCUDNN_DISABLE": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    assert rows and all(row["status"] == "ok" for row in rows), rows
+    for row in rows:
+        assert row["passthrough_calls"] > 0 and row["micro_batches"] == [], row
+        assert row["output_match"], row
+        assert row["speedup"] == pytest.approx(1.0, rel=1e-9), row
+        assert row["predicted_speedup"] is None, row
