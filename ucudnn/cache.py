@@ -29,14 +29,26 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ucudnn import config
+from ucudnn._cache_rows import (
+    EXPORT_FORMAT,
+    SCHEMA_VERSION,
+    BenchmarkRow,
+    CacheError,
+    PlanKey,
+    check_key,
+    check_positive,
+    is_time,
+    loads_or_raw,
+    validate_import,
+    validate_plan_row,
+)
 from ucudnn.log import get_logger
-from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan, candidate_batch_sizes, parse_policy
+from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
 __all__ = [
     "APPLICATION_ID",
@@ -52,14 +64,10 @@ log = get_logger("cache")
 
 # PRAGMA application_id: "ucDN" in ASCII, so `file` and other tools can tell our databases apart.
 APPLICATION_ID = 0x7563444E
-SCHEMA_VERSION = 1
-EXPORT_FORMAT = "ucudnn-cache"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 10.0
 # After the busy timeout, a few more tries: a rank that lost a race on a big write should wait, not fail.
 _LOCK_RETRIES = 5
-_SQLITE_INT_MAX = 2**63 - 1
-_KNOWN_POLICIES = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
 
 _SCHEMA = (
     """CREATE TABLE benchmark_runs (
@@ -100,83 +108,8 @@ _TABLES = frozenset({"benchmark_runs", "benchmarks", "plans"})
 T = TypeVar("T")
 
 
-class CacheError(ValueError):
-    """Bad input to the cache (an invalid import file, a bad argument); the message says what and where."""
-
-
 class _Unusable(Exception):
     """The file at the cache path is not a usable ucudnn cache; the message says why."""
-
-
-@dataclass(frozen=True)
-class BenchmarkRow:
-    """One algorithm measured at one micro-batch size, as stored. ``status`` is the backend's status for this
-    algorithm (0: it ran); ``time_ms`` is ``inf`` for an algorithm that could not run."""
-
-    batch: int
-    algo: int
-    status: int
-    time_ms: float
-    workspace_bytes: int
-    deterministic: bool
-    math_type: int
-
-    @classmethod
-    def from_perf(cls, perf: AlgoPerf) -> BenchmarkRow:
-        ok = math.isfinite(perf.time_ms) and perf.time_ms >= 0
-        return cls(
-            perf.batch,
-            perf.algo,
-            0 if ok else -1,
-            perf.time_ms if ok else math.inf,
-            perf.workspace_bytes,
-            perf.deterministic,
-            perf.math_type,
-        )
-
-    @property
-    def usable(self) -> bool:
-        return self.status == 0 and math.isfinite(self.time_ms)
-
-    def to_perf(self) -> AlgoPerf:
-        return AlgoPerf(
-            self.batch,
-            self.algo,
-            self.time_ms if self.usable else math.inf,
-            self.workspace_bytes,
-            self.deterministic,
-            self.math_type,
-        )
-
-
-@dataclass(frozen=True)
-class PlanKey:
-    """Everything a stored plan depends on besides the benchmark rows it was computed from."""
-
-    key: str
-    backend_id: str
-    batch: int
-    policy: str
-    workspace_limit_bytes: int
-    deterministic_only: bool
-
-    def params(self) -> tuple[str, str, int, str, int, int]:
-        return (
-            self.key,
-            self.backend_id,
-            self.batch,
-            _canonical_policy(self.policy),
-            # SQLite integers are signed 64-bit; the shim may pass SIZE_MAX for "no limit", the same thing here.
-            min(self.workspace_limit_bytes, _SQLITE_INT_MAX),
-            int(self.deterministic_only),
-        )
-
-
-def _canonical_policy(name: str) -> str:
-    try:
-        return str(parse_policy(name).value)
-    except (ValueError, TypeError) as exc:
-        raise CacheError(str(exc)) from None
 
 
 def _utc_stamp() -> str:
@@ -405,8 +338,8 @@ class Cache:
         measuring the same size leave one consistent set of rows.
         """
         stored = [r if isinstance(r, BenchmarkRow) else BenchmarkRow.from_perf(r) for r in rows]
-        _check_key(key, backend_id)
-        _check_positive("batch", batch)
+        check_key(key, backend_id)
+        check_positive("batch", batch)
         for row in stored:
             if row.batch != batch:
                 raise CacheError(f"a row for batch {row.batch} in the benchmark run for batch {batch}")
@@ -491,13 +424,13 @@ class Cache:
 
     def put_plan(self, pk: PlanKey, plan: Plan) -> None:
         """Store ``plan`` under ``pk`` (replacing any earlier one)."""
-        _check_key(pk.key, pk.backend_id)
-        _check_positive("batch", pk.batch)
+        check_key(pk.key, pk.backend_id)
+        check_positive("batch", pk.batch)
         if plan.batch != pk.batch:
             raise CacheError(f"plan covers {plan.batch} samples, not batch {pk.batch}")
         if plan.workspace_bytes > pk.workspace_limit_bytes:
             raise CacheError(f"plan needs {plan.workspace_bytes} B, over the limit {pk.workspace_limit_bytes} B")
-        if not _is_time(plan.time_ms):
+        if not is_time(plan.time_ms):
             raise CacheError(f"plan time {plan.time_ms!r} ms is not a finite non-negative number")
         plan_json = json.dumps([[mb.batch, mb.algo, mb.math_type] for mb in plan.micro_batches])
         params = (*pk.params(), plan_json, float(plan.time_ms), int(plan.workspace_bytes), time.time())
@@ -526,7 +459,7 @@ class Cache:
             return None
         plan_json, time_ms, workspace_bytes = rows[0]
         try:
-            steps = _validate_plan_row(pk, plan_json, time_ms, workspace_bytes, algo_count)
+            steps = validate_plan_row(pk, plan_json, time_ms, workspace_bytes, algo_count)
             plan = self._rebuild(pk, steps, float(time_ms), int(workspace_bytes))
         except CacheError as exc:
             log.warning("ignoring a bad cached plan in %s for %s at N=%d: %s", self, pk.key, pk.batch, exc)
@@ -595,17 +528,7 @@ class Cache:
             "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
             "workspace_bytes FROM plans ORDER BY 1, 2, 3, 4, 5, 6"
         ):
-            entry(key, backend)["plans"].append(
-                {
-                    "batch": b,
-                    "policy": pol,
-                    "workspace_limit": lim,
-                    "deterministic_only": bool(det),
-                    "micro_batches": _loads_or_raw(pj),
-                    "time_ms": t,
-                    "workspace_bytes": ws,
-                }
-            )
+            entry(key, backend)["plans"].append(_plan_entry(b, pol, lim, det, pj, t, ws))
         return [kernels[k] for k in sorted(kernels)]
 
     def export(self) -> dict[str, Any]:
@@ -632,18 +555,7 @@ class Cache:
                     }
                 )
         plans = [
-            {
-                "key": key,
-                "backend_id": backend,
-                "batch": b,
-                "policy": pol,
-                "workspace_limit": lim,
-                "deterministic_only": bool(det),
-                "micro_batches": _loads_or_raw(pj),
-                "time_ms": t,
-                "workspace_bytes": ws,
-                "created_at": at,
-            }
+            {"key": key, "backend_id": backend, **_plan_entry(b, pol, lim, det, pj, t, ws), "created_at": at}
             for key, backend, b, pol, lim, det, pj, t, ws, at in self._read(
                 "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
                 "workspace_bytes, created_at FROM plans ORDER BY 1, 2, 3, 4, 5, 6"
@@ -655,7 +567,7 @@ class Cache:
         """Merge an ``export()`` object: validated as a whole first (CacheError naming the bad element, nothing
         written), then written in one transaction. Imported runs and plans replace stored ones with the same key.
         Returns the counts written."""
-        runs, plans = _validate_import(data)
+        runs, plans = validate_import(data)
 
         def write(conn: sqlite3.Connection) -> None:
             for run in runs:
@@ -721,118 +633,16 @@ class Cache:
         return counts
 
 
-# -------------------------------------------------------------------- validation helpers
-
-
-def _check_key(key: object, backend_id: object) -> None:
-    if not isinstance(key, str) or not key:
-        raise CacheError(f"kernel key must be a non-empty str, not {key!r}")
-    if not isinstance(backend_id, str):
-        raise CacheError(f"backend id must be a str, not {backend_id!r}")
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CacheError(f"{name} must be a positive int, not {value!r}")
-
-
-def _is_int(value: object, minimum: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= _SQLITE_INT_MAX
-
-
-def _is_time(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
-def _loads_or_raw(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def _parse_steps(raw: object, batch: int, policy: str, algo_count: int | None) -> list[tuple[int, int, int]]:
-    """The micro-batches of a stored plan, checked: [[b, algo, math_type], ...], each b allowed by the policy,
-    sizes summing to ``batch``."""
-    if not isinstance(raw, list) or not raw:
-        raise CacheError("micro_batches must be a non-empty list of [batch, algo, math_type]")
-    steps: list[tuple[int, int, int]] = []
-    for item in raw:
-        if not (isinstance(item, list) and len(item) == 3 and _is_int(item[0], 1) and all(map(_is_int, item[1:]))):
-            raise CacheError(f"micro-batch {item!r} is not [batch >= 1, algo >= 0, math_type >= 0]")
-        steps.append((item[0], item[1], item[2]))
-    total = sum(b for b, _, _ in steps)
-    if total != batch:
-        raise CacheError(f"micro-batch sizes sum to {total}, not N={batch}")
-    if policy not in _KNOWN_POLICIES:
-        raise CacheError(f"unknown policy {policy!r} (expected one of {', '.join(_KNOWN_POLICIES)})")
-    allowed = set(candidate_batch_sizes(batch, policy))
-    if any(b not in allowed for b, _, _ in steps):
-        raise CacheError(f"micro-batch sizes {[b for b, _, _ in steps]} are not allowed by policy {policy}")
-    if algo_count is not None and any(a >= algo_count for _, a, _ in steps):
-        raise CacheError(f"an algorithm is out of range 0..{algo_count - 1}")
-    return steps
-
-
-def _validate_plan_row(
-    pk: PlanKey, plan_json: object, time_ms: object, workspace_bytes: object, algo_count: int | None
-) -> list[tuple[int, int, int]]:
-    try:
-        raw = json.loads(plan_json) if isinstance(plan_json, str) else None
-    except ValueError:
-        raw = None
-    if raw is None:
-        raise CacheError(f"plan_json is not JSON: {plan_json!r:.80}")
-    steps = _parse_steps(raw, pk.batch, _canonical_policy(pk.policy), algo_count)
-    if not _is_time(time_ms):
-        raise CacheError(f"time_ms {time_ms!r} is not a finite non-negative number")
-    if not _is_int(workspace_bytes) or workspace_bytes > pk.workspace_limit_bytes:  # type: ignore[operator]
-        raise CacheError(f"workspace {workspace_bytes!r} B is not within the limit {pk.workspace_limit_bytes} B")
-    return steps
-
-
-def _require(ok: bool, where: str, what: str) -> None:
-    if not ok:
-        raise CacheError(f"{where}: {what}")
-
-
-def _validate_import(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    _require(isinstance(data, Mapping), "import", "the top level must be a JSON object")
-    _require(data.get("format") == EXPORT_FORMAT, "import", f"'format' must be {EXPORT_FORMAT!r}")
-    _require(data.get("version") == SCHEMA_VERSION, "import", f"'version' must be {SCHEMA_VERSION}")
-    runs, plans = data.get("benchmarks", []), data.get("plans", [])
-    _require(isinstance(runs, list) and isinstance(plans, list), "import", "'benchmarks' and 'plans' must be lists")
-    for i, run in enumerate(runs):
-        where = f"benchmarks[{i}]"
-        _require(isinstance(run, Mapping), where, "must be an object")
-        _require(isinstance(run.get("key"), str) and bool(run["key"]), where, "'key' must be a non-empty string")
-        _require(isinstance(run.get("backend_id"), str), where, "'backend_id' must be a string")
-        _require(_is_int(run.get("batch"), 1), where, "'batch' must be a positive integer")
-        _require(_is_time(run.get("measured_at")), where, "'measured_at' must be a timestamp")
-        algos = run.get("algos")
-        _require(isinstance(algos, list), where, "'algos' must be a list")
-        for j, a in enumerate(algos):
-            w = f"{where}.algos[{j}]"
-            _require(isinstance(a, Mapping), w, "must be an object")
-            for field in ("algo", "math_type", "workspace_bytes"):
-                _require(_is_int(a.get(field)), w, f"'{field}' must be a non-negative integer")
-            _require(_is_int(a.get("status"), -(2**31)), w, "'status' must be an integer")
-            _require(isinstance(a.get("deterministic"), bool), w, "'deterministic' must be true or false")
-            t = a.get("time_ms")
-            _require(t is None if a["status"] != 0 else _is_time(t), w, "'time_ms' must be >= 0 (null if failed)")
-    for i, p in enumerate(plans):
-        where = f"plans[{i}]"
-        _require(isinstance(p, Mapping), where, "must be an object")
-        _require(isinstance(p.get("key"), str) and bool(p["key"]), where, "'key' must be a non-empty string")
-        _require(isinstance(p.get("backend_id"), str), where, "'backend_id' must be a string")
-        _require(_is_int(p.get("batch"), 1), where, "'batch' must be a positive integer")
-        _require(p.get("policy") in _KNOWN_POLICIES, where, f"'policy' must be one of {', '.join(_KNOWN_POLICIES)}")
-        _require(_is_int(p.get("workspace_limit")), where, "'workspace_limit' must be a non-negative integer")
-        _require(isinstance(p.get("deterministic_only"), bool), where, "'deterministic_only' must be true or false")
-        _require(_is_time(p.get("created_at")), where, "'created_at' must be a timestamp")
-        pk = PlanKey(p["key"], p["backend_id"], p["batch"], p["policy"], p["workspace_limit"], p["deterministic_only"])
-        try:
-            _validate_plan_row(pk, json.dumps(p.get("micro_batches")), p.get("time_ms"), p.get("workspace_bytes"), None)
-        except CacheError as exc:
-            raise CacheError(f"{where}: {exc}") from None
-    return list(runs), list(plans)
+def _plan_entry(
+    batch: int, policy: str, limit: int, deterministic_only: int, plan_json: str, time_ms: float, ws: int
+) -> dict[str, Any]:
+    """A ``plans`` row as listed and exported (``import_data`` reads it back)."""
+    return {
+        "batch": batch,
+        "policy": policy,
+        "workspace_limit": limit,
+        "deterministic_only": bool(deterministic_only),
+        "micro_batches": loads_or_raw(plan_json),
+        "time_ms": time_ms,
+        "workspace_bytes": ws,
+    }

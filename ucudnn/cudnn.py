@@ -22,7 +22,6 @@ Conventions:
 from __future__ import annotations
 
 import ctypes
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,28 @@ from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from ucudnn._cudnn_abi import (
+    ALGO_COUNT,
+    EXECUTE,
+    FIND,
+    GET_V7,
+    HOOKED,
+    WORKSPACE_SIZE,
+    ActivationMode,
+    AlgoPerf,
+    ConvMode,
+    CudnnError,
+    DataType,
+    Determinism,
+    MathType,
+    NanPropagation,
+    Op,
+    Perf,
+    Raw,
+    Status,
+    TensorFormat,
+)
 
 __all__ = [
     "ALGO_COUNT",
@@ -61,253 +82,6 @@ __all__ = [
     "dtype_of",
     "load",
 ]
-
-
-class Status(enum.IntEnum):
-    """cuDNN 9 status codes (any non-zero value is an error; unknown values may occur)."""
-
-    SUCCESS = 0
-    NOT_INITIALIZED = 1001
-    SUBLIBRARY_VERSION_MISMATCH = 1002
-    BAD_PARAM = 2000
-    BAD_PARAM_NULL_POINTER = 2002
-    BAD_PARAM_MISALIGNED_POINTER = 2003
-    BAD_PARAM_OUT_OF_BOUND = 2005
-    BAD_PARAM_SIZE_INSUFFICIENT = 2006
-    BAD_PARAM_SHAPE_MISMATCH = 2008
-    NOT_SUPPORTED = 3000
-    NOT_SUPPORTED_SHAPE = 3002
-    NOT_SUPPORTED_DATA_TYPE = 3003
-    NOT_SUPPORTED_LAYOUT = 3004
-    NOT_SUPPORTED_ARCH_MISMATCH = 3007
-    INTERNAL_ERROR = 4000
-    INTERNAL_ERROR_HOST_ALLOCATION_FAILED = 4003
-    INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED = 4004
-    EXECUTION_FAILED = 5000
-
-
-class DataType(enum.IntEnum):
-    FLOAT = 0
-    DOUBLE = 1
-    HALF = 2
-    INT8 = 3
-    INT32 = 4
-    UINT8 = 6
-    BFLOAT16 = 9
-    INT64 = 10
-
-
-class TensorFormat(enum.IntEnum):
-    NCHW = 0
-    NHWC = 1
-    NCHW_VECT_C = 2
-
-
-class ConvMode(enum.IntEnum):
-    CONVOLUTION = 0
-    CROSS_CORRELATION = 1
-
-
-class MathType(enum.IntEnum):
-    DEFAULT = 0
-    TENSOR_OP = 1
-    TENSOR_OP_ALLOW_CONVERSION = 2
-    FMA = 3
-
-
-class Determinism(enum.IntEnum):
-    NON_DETERMINISTIC = 0
-    DETERMINISTIC = 1
-
-
-class NanPropagation(enum.IntEnum):
-    NOT_PROPAGATE = 0
-    PROPAGATE = 1
-
-
-class ActivationMode(enum.IntEnum):
-    SIGMOID = 0
-    RELU = 1
-    TANH = 2
-    CLIPPED_RELU = 3
-    ELU = 4
-    IDENTITY = 5
-    SWISH = 6
-
-
-class Op(enum.IntEnum):
-    """The three convolution operations (same numbering as the preload library's UCUDNN_OP_*)."""
-
-    FWD = 0
-    BWD_DATA = 1
-    BWD_FILTER = 2
-
-
-#: Number of algorithm enum values per op (cuDNN's *_ALGO_COUNT).
-ALGO_COUNT: Final[dict[Op, int]] = {Op.FWD: 8, Op.BWD_DATA: 6, Op.BWD_FILTER: 7}
-
-
-class CudnnError(RuntimeError):
-    """A cuDNN call returned a non-zero status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class AlgoPerf(ctypes.Structure):
-    """cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t: one layout, 48 bytes."""
-
-    _fields_ = [
-        ("algo", ctypes.c_int),
-        ("status", ctypes.c_int),
-        ("time", ctypes.c_float),  # milliseconds
-        ("memory", ctypes.c_size_t),  # workspace bytes
-        ("determinism", ctypes.c_int),
-        ("mathType", ctypes.c_int),
-        ("reserved", ctypes.c_int * 3),
-    ]
-
-
-assert ctypes.sizeof(AlgoPerf) == 48, "cuDNN perf struct must be 48 bytes"
-
-
-@dataclass(frozen=True)
-class Perf:
-    """One row of a Get*_v7 / Find* answer."""
-
-    algo: int
-    status: int
-    time_ms: float
-    memory_bytes: int
-    determinism: int
-    math_type: int
-
-    @classmethod
-    def from_c(cls, p: AlgoPerf) -> Perf:
-        return cls(int(p.algo), int(p.status), float(p.time), int(p.memory), int(p.determinism), int(p.mathType))
-
-
-# ---- Prototypes -------------------------------------------------------------------------------------------
-
-_I = ctypes.c_int
-_PI = ctypes.POINTER(ctypes.c_int)
-_V = ctypes.c_void_p
-_PV = ctypes.POINTER(ctypes.c_void_p)
-_SZ = ctypes.c_size_t
-_PSZ = ctypes.POINTER(ctypes.c_size_t)
-_PERF = ctypes.POINTER(AlgoPerf)
-_SEARCH = [_V, _V, _V, _V, _V, _I, _PI, _PERF]
-_SEARCH_EX = [_V, _V, _V, _V, _V, _V, _V, _V, _I, _PI, _PERF, _V, _SZ]
-_WS = [_V, _V, _V, _V, _V, _I, _PSZ]
-_EXEC = [_V, _V, _V, _V, _V, _V, _V, _I, _V, _SZ, _V, _V, _V]
-
-_PROTOS: Final[dict[str, tuple[Any, list[Any]]]] = {
-    "cudnnGetVersion": (_SZ, []),
-    "cudnnGetProperty": (_I, [_I, _PI]),
-    "cudnnGetErrorString": (ctypes.c_char_p, [_I]),
-    "cudnnCreate": (_I, [_PV]),
-    "cudnnDestroy": (_I, [_V]),
-    "cudnnSetStream": (_I, [_V, _V]),
-    "cudnnGetStream": (_I, [_V, _PV]),
-    "cudnnCreateTensorDescriptor": (_I, [_PV]),
-    "cudnnDestroyTensorDescriptor": (_I, [_V]),
-    "cudnnSetTensor4dDescriptor": (_I, [_V, _I, _I, _I, _I, _I, _I]),
-    "cudnnSetTensor4dDescriptorEx": (_I, [_V, _I] + [_I] * 8),
-    "cudnnGetTensor4dDescriptor": (_I, [_V] + [_PI] * 9),
-    "cudnnSetTensorNdDescriptor": (_I, [_V, _I, _I, _PI, _PI]),
-    "cudnnSetTensorNdDescriptorEx": (_I, [_V, _I, _I, _I, _PI]),
-    "cudnnGetTensorNdDescriptor": (_I, [_V, _I, _PI, _PI, _PI, _PI]),
-    "cudnnGetTensorSizeInBytes": (_I, [_V, _PSZ]),
-    "cudnnCreateFilterDescriptor": (_I, [_PV]),
-    "cudnnDestroyFilterDescriptor": (_I, [_V]),
-    "cudnnSetFilter4dDescriptor": (_I, [_V, _I, _I, _I, _I, _I, _I]),
-    "cudnnGetFilter4dDescriptor": (_I, [_V] + [_PI] * 6),
-    "cudnnSetFilterNdDescriptor": (_I, [_V, _I, _I, _I, _PI]),
-    "cudnnGetFilterNdDescriptor": (_I, [_V, _I, _PI, _PI, _PI, _PI]),
-    "cudnnGetFilterSizeInBytes": (_I, [_V, _PSZ]),
-    "cudnnCreateConvolutionDescriptor": (_I, [_PV]),
-    "cudnnDestroyConvolutionDescriptor": (_I, [_V]),
-    "cudnnSetConvolutionMathType": (_I, [_V, _I]),
-    "cudnnGetConvolutionMathType": (_I, [_V, _PI]),
-    "cudnnSetConvolutionGroupCount": (_I, [_V, _I]),
-    "cudnnGetConvolutionGroupCount": (_I, [_V, _PI]),
-    "cudnnSetConvolution2dDescriptor": (_I, [_V] + [_I] * 8),
-    "cudnnGetConvolution2dDescriptor": (_I, [_V] + [_PI] * 8),
-    "cudnnSetConvolutionNdDescriptor": (_I, [_V, _I, _PI, _PI, _PI, _I, _I]),
-    "cudnnGetConvolutionNdDescriptor": (_I, [_V, _I, _PI, _PI, _PI, _PI, _PI, _PI]),
-    "cudnnGetConvolution2dForwardOutputDim": (_I, [_V, _V, _V, _PI, _PI, _PI, _PI]),
-    "cudnnGetConvolutionNdForwardOutputDim": (_I, [_V, _V, _V, _I, _PI]),
-    "cudnnCreateActivationDescriptor": (_I, [_PV]),
-    "cudnnDestroyActivationDescriptor": (_I, [_V]),
-    "cudnnSetActivationDescriptor": (_I, [_V, _I, _I, ctypes.c_double]),
-    "cudnnGetActivationDescriptor": (_I, [_V, _PI, _PI, ctypes.POINTER(ctypes.c_double)]),
-    "cudnnGetConvolutionForwardAlgorithmMaxCount": (_I, [_V, _PI]),
-    "cudnnGetConvolutionBackwardDataAlgorithmMaxCount": (_I, [_V, _PI]),
-    "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount": (_I, [_V, _PI]),
-    # Hooked by the preload library from here on.
-    "cudnnGetConvolutionForwardAlgorithm_v7": (_I, _SEARCH),
-    "cudnnFindConvolutionForwardAlgorithm": (_I, _SEARCH),
-    "cudnnFindConvolutionForwardAlgorithmEx": (_I, _SEARCH_EX),
-    "cudnnGetConvolutionForwardWorkspaceSize": (_I, _WS),
-    "cudnnGetConvolutionBackwardDataAlgorithm_v7": (_I, _SEARCH),
-    "cudnnFindConvolutionBackwardDataAlgorithm": (_I, _SEARCH),
-    "cudnnFindConvolutionBackwardDataAlgorithmEx": (_I, _SEARCH_EX),
-    "cudnnGetConvolutionBackwardDataWorkspaceSize": (_I, _WS),
-    "cudnnGetConvolutionBackwardFilterAlgorithm_v7": (_I, _SEARCH),
-    "cudnnFindConvolutionBackwardFilterAlgorithm": (_I, _SEARCH),
-    "cudnnFindConvolutionBackwardFilterAlgorithmEx": (_I, _SEARCH_EX),
-    "cudnnGetConvolutionBackwardFilterWorkspaceSize": (_I, _WS),
-    "cudnnConvolutionForward": (_I, _EXEC),
-    "cudnnConvolutionBackwardData": (_I, _EXEC),
-    "cudnnConvolutionBackwardFilter": (_I, _EXEC),
-    "cudnnConvolutionBiasActivationForward": (_I, [*_EXEC[:10], _V, _V, _V, _V, _V, _V, _V, _V]),
-}
-
-#: The functions the preload library interposes; taken from ``hooks`` when one is given.
-_FIRST_HOOKED = list(_PROTOS).index("cudnnGetConvolutionForwardAlgorithm_v7")
-HOOKED: Final[frozenset[str]] = frozenset(list(_PROTOS)[_FIRST_HOOKED:])
-
-_V7 = {
-    Op.FWD: "cudnnGetConvolutionForwardAlgorithm_v7",
-    Op.BWD_DATA: "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-    Op.BWD_FILTER: "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
-}
-_FIND = {
-    Op.FWD: "cudnnFindConvolutionForwardAlgorithm",
-    Op.BWD_DATA: "cudnnFindConvolutionBackwardDataAlgorithm",
-    Op.BWD_FILTER: "cudnnFindConvolutionBackwardFilterAlgorithm",
-}
-_WSQ = {
-    Op.FWD: "cudnnGetConvolutionForwardWorkspaceSize",
-    Op.BWD_DATA: "cudnnGetConvolutionBackwardDataWorkspaceSize",
-    Op.BWD_FILTER: "cudnnGetConvolutionBackwardFilterWorkspaceSize",
-}
-_EXECS = {
-    Op.FWD: "cudnnConvolutionForward",
-    Op.BWD_DATA: "cudnnConvolutionBackwardData",
-    Op.BWD_FILTER: "cudnnConvolutionBackwardFilter",
-}
-
-
-class _Raw:
-    """``raw.<cudnnFunction>(*args) -> int``: the bare C functions (ctypes prototypes, no status checking)."""
-
-    def __init__(self, real: ctypes.CDLL, hooks: ctypes.CDLL | None) -> None:
-        self._real = real
-        self._hooks = hooks
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in _PROTOS:
-            raise AttributeError(f"{name} is not part of the bound cuDNN subset")
-        restype, argtypes = _PROTOS[name]
-        lib = self._hooks if (self._hooks is not None and name in HOOKED) else self._real
-        # A private function object per binding: setting argtypes on lib.<name> would change it for every user
-        # of that CDLL.
-        fn = ctypes.CFUNCTYPE(restype, *argtypes)((name, lib))
-        setattr(self, name, fn)
-        return fn
 
 
 def _ints(values: Sequence[int]) -> ctypes.Array[ctypes.c_int]:
@@ -631,7 +405,7 @@ class Cudnn:
     def __init__(self, real: ctypes.CDLL, hooks: ctypes.CDLL | None = None) -> None:
         self.real = real
         self.hooks = hooks
-        self.raw = _Raw(real, hooks)
+        self.raw = Raw(real, hooks)
 
     # ---- library ----
     def version(self) -> int:
@@ -693,6 +467,18 @@ class Cudnn:
         return xd, self._filter(w, owned), self._conv(conv, dtype, owned), self._tensor(y, owned), dtype
 
     @staticmethod
+    def _data(op: Op, x: npt.NDArray[Any], w: npt.NDArray[Any], y: npt.NDArray[Any]) -> tuple[int, int, int]:
+        """Data pointers in the op's C order: its two inputs, then its output."""
+        a, b, out = {Op.FWD: (x, w, y), Op.BWD_DATA: (w, y, x), Op.BWD_FILTER: (x, y, w)}[op]
+        return a.ctypes.data, b.ctypes.data, out.ctypes.data
+
+    @staticmethod
+    def _output(x: npt.NDArray[Any], w: npt.NDArray[Any], conv: ConvSpec | ConvDesc) -> npt.NDArray[Any]:
+        """A zeroed forward output for input ``x`` and filter ``w``."""
+        spec = conv.get() if isinstance(conv, ConvDesc) else conv
+        return np.zeros(conv_output_shape(x.shape, w.shape, spec.pads, spec.strides, spec.dilations), x.dtype)
+
+    @staticmethod
     def _args(op: Op, xd: TensorDesc, wd: FilterDesc, cd: ConvDesc, yd: TensorDesc) -> tuple[int | None, ...]:
         """Descriptor arguments in the op's C order (x, w, y are the forward problem's roles)."""
         if op == Op.FWD:
@@ -710,7 +496,7 @@ class Cudnn:
         try:
             xd, wd, cd, yd, _ = self._descs(x, w, y, conv, owned)
             size = ctypes.c_size_t()
-            self.call(_WSQ[op], handle.ptr, *self._args(op, xd, wd, cd, yd), int(algo), ctypes.byref(size))
+            self.call(WORKSPACE_SIZE[op], handle.ptr, *self._args(op, xd, wd, cd, yd), int(algo), ctypes.byref(size))
             return size.value
         finally:
             self._release(owned)
@@ -726,7 +512,7 @@ class Cudnn:
         requested: int | None = None,
     ) -> list[Perf]:
         """Get*Algorithm_v7 heuristics: the returned rows, best first."""
-        return self._search(_V7[op], handle, op, x, w, y, conv, requested)
+        return self._search(GET_V7[op], handle, op, x, w, y, conv, requested)
 
     def find(
         self,
@@ -746,24 +532,14 @@ class Cudnn:
         (``ex=True``: runs on the given arrays, which must be arrays then, and on ``workspace``; the op's output
         array is overwritten). Rows best first."""
         if not ex:
-            return self._search(_FIND[op], handle, op, x, w, y, conv, requested)
+            return self._search(FIND[op], handle, op, x, w, y, conv, requested)
         if not all(isinstance(a, np.ndarray) for a in (x, w, y)):
             raise TypeError("find(ex=True) needs arrays for x, w and y")
         ws_ptr = workspace.ctypes.data if workspace is not None else None
         ws_len = workspace_bytes if workspace_bytes is not None else (workspace.nbytes if workspace is not None else 0)
         assert isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and isinstance(y, np.ndarray)
-        data = {Op.FWD: (x, w, y), Op.BWD_DATA: (w, y, x), Op.BWD_FILTER: (x, y, w)}[op]
-        return self._search(
-            _FIND[op] + "Ex",
-            handle,
-            op,
-            x,
-            w,
-            y,
-            conv,
-            requested,
-            ex_data=(data[0].ctypes.data, data[1].ctypes.data, data[2].ctypes.data, ws_ptr, ws_len),
-        )
+        data = self._data(op, x, w, y)
+        return self._search(FIND[op] + "Ex", handle, op, x, w, y, conv, requested, ex_data=(*data, ws_ptr, ws_len))
 
     def _search(
         self,
@@ -817,25 +593,26 @@ class Cudnn:
         self,
         op: Op,
         handle: Handle,
-        x: TensorLike,
-        w: FilterLike,
-        y: TensorLike,
+        x: npt.NDArray[Any],
+        w: npt.NDArray[Any],
+        y: npt.NDArray[Any],
         conv: ConvSpec | ConvDesc,
         algo: int,
-        data: tuple[int, int, int],
         workspace: Workspace,
         workspace_bytes: int | None,
         alpha: float,
         beta: float,
     ) -> None:
+        """One of the three convolutions on arrays (x, w, y in the forward problem's roles)."""
         owned: list[_Desc] = []
+        data = self._data(op, x, w, y)
         try:
             xd, wd, cd, yd, dtype = self._descs(x, w, y, conv, owned)
             ws, ws_len, _keep = self._workspace(handle, op, xd, wd, cd, yd, algo, workspace, workspace_bytes)
             d = self._args(op, xd, wd, cd, yd)
             a, b = self._scale(alpha, dtype), self._scale(beta, dtype)
             self.call(
-                _EXECS[op],
+                EXECUTE[op],
                 handle.ptr,
                 ctypes.byref(a),
                 d[0],
@@ -870,22 +647,8 @@ class Cudnn:
         """y = alpha * conv(x, w) + beta * y (cudnnConvolutionForward). ``workspace="auto"`` allocates what the
         algorithm needs; None passes NULL (size ``workspace_bytes`` or 0). Returns y (allocated if None)."""
         if y is None:
-            spec = conv.get() if isinstance(conv, ConvDesc) else conv
-            y = np.zeros(conv_output_shape(x.shape, w.shape, spec.pads, spec.strides, spec.dilations), x.dtype)
-        self._execute(
-            Op.FWD,
-            handle,
-            x,
-            w,
-            y,
-            conv,
-            algo,
-            (x.ctypes.data, w.ctypes.data, y.ctypes.data),
-            workspace,
-            workspace_bytes,
-            alpha,
-            beta,
-        )
+            y = self._output(x, w, conv)
+        self._execute(Op.FWD, handle, x, w, y, conv, algo, workspace, workspace_bytes, alpha, beta)
         return y
 
     def backward_data(
@@ -903,20 +666,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dx = alpha * conv^T(dy, w) + beta * dx (cudnnConvolutionBackwardData); returns dx."""
-        self._execute(
-            Op.BWD_DATA,
-            handle,
-            dx,
-            w,
-            dy,
-            conv,
-            algo,
-            (w.ctypes.data, dy.ctypes.data, dx.ctypes.data),
-            workspace,
-            workspace_bytes,
-            alpha,
-            beta,
-        )
+        self._execute(Op.BWD_DATA, handle, dx, w, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
         return dx
 
     def backward_filter(
@@ -934,20 +684,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dw = alpha * corr(x, dy) + beta * dw (cudnnConvolutionBackwardFilter); returns dw."""
-        self._execute(
-            Op.BWD_FILTER,
-            handle,
-            x,
-            dw,
-            dy,
-            conv,
-            algo,
-            (x.ctypes.data, dy.ctypes.data, dw.ctypes.data),
-            workspace,
-            workspace_bytes,
-            alpha,
-            beta,
-        )
+        self._execute(Op.BWD_FILTER, handle, x, dw, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
         return dw
 
     def bias_act_forward(
@@ -970,8 +707,7 @@ class Cudnn:
         """y = act(alpha1 * conv(x, w) + alpha2 * z + bias) (cudnnConvolutionBiasActivationForward); ``bias`` has
         shape (1, K, 1, 1[, 1]); ``z`` defaults to y (as frameworks pass it). Returns y (allocated if None)."""
         if y is None:
-            spec = conv.get() if isinstance(conv, ConvDesc) else conv
-            y = np.zeros(conv_output_shape(x.shape, w.shape, spec.pads, spec.strides, spec.dilations), x.dtype)
+            y = self._output(x, w, conv)
         zz = y if z is None else z
         owned: list[_Desc] = []
         try:

@@ -50,17 +50,14 @@ callback sends every request through :class:`Network` instead of planning the ke
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
-import os
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ucudnn import policy as _policy
+from ucudnn._stdio import native_stdout_to_stderr
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
@@ -331,35 +328,11 @@ class Network:
             self._note(new)
 
 
-@contextlib.contextmanager
-def _native_stdout_to_stderr() -> Iterator[None]:
-    """Send what native code printf()s meanwhile to stderr: HiGHS (inside scipy's milp) prints diagnostic lines
-    during some solves, which must not land in the host program's stdout. Everything buffered is flushed to the
-    real stdout first and the solver's lines to stderr after; output of other threads during the solve (a few
-    milliseconds, only when a kernel joins) goes to stderr too."""
-    try:
-        libc = ctypes.CDLL(None)
-        sys.stdout.flush()
-        libc.fflush(None)
-        saved = os.dup(1)
-    except (OSError, AttributeError, ValueError):  # no fd 1, no libc: nothing to protect
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        with contextlib.suppress(OSError, AttributeError):
-            libc.fflush(None)
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _solve(options: list[KernelOptions], budget: int) -> DivisionResult:
     if not options:
         return DivisionResult(Status.OPTIMAL, "no kernel to divide over", (), 0.0, 0, 0.0)
     try:
-        with _native_stdout_to_stderr():
+        with native_stdout_to_stderr():
             return divide_workspace(options, total_workspace_bytes=budget)
     except ImportError as exc:  # scipy missing: the greedy needs nothing
         log.warning("the exact workspace division needs scipy (%s); using the greedy heuristic", exc)

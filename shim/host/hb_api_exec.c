@@ -179,24 +179,14 @@ HB_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     if (a2 != 0 && z != y) {
         hb_tensor zv;
         tensor_view(zDesc, &zv);
-        switch (p.dtype) {
-        case CUDNN_DATA_DOUBLE: copy_d(&p.y, y, &zv, z); break;
-        case CUDNN_DATA_HALF: copy_h(&p.y, y, &zv, z); break;
-        case CUDNN_DATA_BFLOAT16: copy_b(&p.y, y, &zv, z); break;
-        default: copy_f(&p.y, y, &zv, z); break;
-        }
+        HB_DISPATCH(p.dtype, copy, &p.y, y, &zv, z);
     }
     st = a->run(&p, x, w, y, hb_scale_value(alpha1, p.dtype), a2, workSpace, workSpaceSizeInBytes);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     int relu = mode == CUDNN_ACTIVATION_RELU;
     int prop = activationDesc->nan == CUDNN_PROPAGATE_NAN;
     int64_t bs = biasDesc->stride[1];
-    switch (p.dtype) {
-    case CUDNN_DATA_DOUBLE: bias_act_d(&p.y, y, bias, bs, relu, prop); break;
-    case CUDNN_DATA_HALF: bias_act_h(&p.y, y, bias, bs, relu, prop); break;
-    case CUDNN_DATA_BFLOAT16: bias_act_b(&p.y, y, bias, bs, relu, prop); break;
-    default: bias_act_f(&p.y, y, bias, bs, relu, prop); break;
-    }
+    HB_DISPATCH(p.dtype, bias_act, &p.y, y, bias, bs, relu, prop);
     hb_model_clock_add(hb_model_time_ms(a, &p));
     return CUDNN_STATUS_SUCCESS;
 }

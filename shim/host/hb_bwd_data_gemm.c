@@ -10,10 +10,8 @@
 #ifndef HB_T
 #include "hb_kern.h"
 
-enum { FUSED = 0, PER_SAMPLE = 1, STAGED = 2 };
-
 typedef struct {
-    int order, mode;
+    int order, mode; /* mode: HB_Y_* */
     hb_gemm_call call;
     size_t col_bytes, wconv, stage, dxf, total; /* byte offsets of the 16-bit path's float buffers, total size */
 } plan;
@@ -22,42 +20,22 @@ static int make_plan(const hb_problem *p, plan *pl) {
     hb_geom G;
     hb_geom_init(&G, p);
     const size_t es = hb_elem_size(p);
+    const int half = hb_is_16bit(p->dtype);
     pl->order = hb_filter_order(p);
     if (pl->order == HB_ORDER_NONE) return 0;
-    const int64_t ncol = G.n * G.pout;
-    hb_mview a = {G.crs, G.kg, 1, p->w.stride_k};
-    int64_t bss = hb_batch_spatial_stride(&p->y), ss = hb_spatial_stride(&p->y);
-    pl->col_bytes = hb_align(hb_bytes(G.crs * ncol, es));
-    pl->total = pl->col_bytes;
-    pl->wconv = pl->stage = pl->dxf = pl->col_bytes;
-    if (hb_is_16bit(p->dtype)) {
-        hb_mview wa = {G.crs, G.kg, 1, G.crs}, b = {G.kg, G.pout, G.pout, 1}, c = {G.crs, G.pout, ncol, 1};
-        if (!hb_gemm_plan(wa, b, c, &pl->call)) return 0;
-        pl->mode = STAGED;
+    /* The filter transposed in place, or for 16-bit data its group's packed float copy. */
+    hb_mview a = half ? (hb_mview){G.crs, G.kg, 1, G.crs} : (hb_mview){G.crs, G.kg, 1, p->w.stride_k};
+    pl->mode = hb_gemm_plan_y(p, &G, a, 0, half, &pl->call);
+    if (pl->mode < 0) return 0;
+    pl->col_bytes = hb_align(hb_bytes(G.crs * G.n * G.pout, es));
+    pl->wconv = pl->stage = pl->dxf = pl->total = pl->col_bytes;
+    if (half) {
         pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
         pl->dxf = hb_add_bytes(pl->stage, hb_align(hb_bytes(G.kg * G.pout, es)));
         pl->total = hb_add_bytes(pl->dxf, hb_bytes(G.n * G.cg * G.pin, es));
-        return pl->total != SIZE_MAX;
+    } else if (pl->mode == HB_Y_STAGED) {
+        pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
     }
-    if (bss) {
-        hb_mview b = {G.kg, ncol, p->y.stride_c, bss}, c = {G.crs, ncol, ncol, 1};
-        if (hb_gemm_plan(a, b, c, &pl->call)) {
-            pl->mode = FUSED;
-            return pl->total != SIZE_MAX;
-        }
-    }
-    hb_mview c = {G.crs, G.pout, ncol, 1};
-    if (ss) {
-        hb_mview b = {G.kg, G.pout, p->y.stride_c, ss};
-        if (hb_gemm_plan(a, b, c, &pl->call)) {
-            pl->mode = PER_SAMPLE;
-            return pl->total != SIZE_MAX;
-        }
-    }
-    hb_mview b = {G.kg, G.pout, G.pout, 1};
-    if (!hb_gemm_plan(a, b, c, &pl->call)) return 0;
-    pl->mode = STAGED;
-    pl->total = hb_add_bytes(pl->total, hb_bytes(G.kg * G.pout, es));
     return pl->total != SIZE_MAX;
 }
 
@@ -74,12 +52,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, voi
     (void)ws_bytes;
     plan pl;
     if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: bwd_data_gemm_d(p, &pl, w, dy, dx, alpha, beta, ws); break;
-    case CUDNN_DATA_HALF: bwd_data_gemm_h(p, &pl, w, dy, dx, alpha, beta, ws); break;
-    case CUDNN_DATA_BFLOAT16: bwd_data_gemm_b(p, &pl, w, dy, dx, alpha, beta, ws); break;
-    default: bwd_data_gemm_f(p, &pl, w, dy, dx, alpha, beta, ws); break;
-    }
+    HB_DISPATCH(p->dtype, bwd_data_gemm, p, &pl, w, dy, dx, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -111,7 +84,7 @@ static void HB_F(bwd_data_gemm)(const hb_problem *p, const plan *pl, const HB_S 
         const HB_S *dyg = dy + g * G.kg * p->y.stride_c;
 #if HB_NATIVE
         const HB_T *wg = w + g * G.kg * p->w.stride_k;
-        if (pl->mode == FUSED) {
+        if (pl->mode == HB_Y_FUSED) {
             HB_FC(hb_gemm_run)(&pl->call, a, wg, dyg, 0, col);
         } else
 #else
@@ -124,9 +97,9 @@ static void HB_F(bwd_data_gemm)(const hb_problem *p, const plan *pl, const HB_S 
 #if HB_NATIVE
                 const HB_T *src = dyn;
 #else
-                const HB_T *src = stage; /* always staged: mode is STAGED for 16-bit data */
+                const HB_T *src = stage; /* always staged: mode is HB_Y_STAGED for 16-bit data */
 #endif
-                if (pl->mode == STAGED) {
+                if (pl->mode == HB_Y_STAGED) {
                     for (int64_t kk = 0; kk < G.kg; kk++)
                         for (int64_t pos = 0; pos < G.pout; pos++) {
                             int64_t od = pos / (G.out[1] * G.out[2]), oh = (pos / G.out[2]) % G.out[1],

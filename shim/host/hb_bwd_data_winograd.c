@@ -30,12 +30,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, voi
                          void *ws, size_t ws_bytes) {
     (void)ws_bytes;
     hb_wino wp = wino_of(p);
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: hb_wino_run_d(&wp, dy, w, dx, alpha, beta, ws); break;
-    case CUDNN_DATA_HALF: hb_wino_run_h(&wp, dy, w, dx, alpha, beta, ws); break;
-    case CUDNN_DATA_BFLOAT16: hb_wino_run_b(&wp, dy, w, dx, alpha, beta, ws); break;
-    default: hb_wino_run_f(&wp, dy, w, dx, alpha, beta, ws); break;
-    }
+    HB_DISPATCH(p->dtype, hb_wino_run, &wp, dy, w, dx, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -71,12 +71,7 @@ static cudnnStatus_t run_any(const hb_problem *p, int whole_batch, const void *x
                              double alpha, double beta, void *ws) {
     plan pl;
     if (!make_plan(p, whole_batch, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: bwd_filter_gemm_d(p, &pl, x, dy, dw, alpha, beta, ws); break;
-    case CUDNN_DATA_HALF: bwd_filter_gemm_h(p, &pl, x, dy, dw, alpha, beta, ws); break;
-    case CUDNN_DATA_BFLOAT16: bwd_filter_gemm_b(p, &pl, x, dy, dw, alpha, beta, ws); break;
-    default: bwd_filter_gemm_f(p, &pl, x, dy, dw, alpha, beta, ws); break;
-    }
+    HB_DISPATCH(p->dtype, bwd_filter_gemm, p, &pl, x, dy, dw, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -21,12 +21,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
                          void *ws, size_t ws_bytes) {
     (void)ws;
     (void)ws_bytes;
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: fwd_direct_d(p, x, w, y, alpha, beta); break;
-    case CUDNN_DATA_HALF: fwd_direct_h(p, x, w, y, alpha, beta); break;
-    case CUDNN_DATA_BFLOAT16: fwd_direct_b(p, x, w, y, alpha, beta); break;
-    default: fwd_direct_f(p, x, w, y, alpha, beta); break;
-    }
+    HB_DISPATCH(p->dtype, fwd_direct, p, x, w, y, alpha, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -13,10 +13,8 @@
 #ifndef HB_T
 #include "hb_kern.h"
 
-enum { FUSED = 0, PER_SAMPLE = 1, STAGED = 2 };
-
 typedef struct {
-    int order, mode;
+    int order, mode; /* mode: HB_Y_* */
     hb_gemm_call call;
     size_t col_bytes, wconv, stage, total; /* wconv, stage: byte offsets of the float filter copy and the tile */
 } plan;
@@ -25,41 +23,17 @@ static int make_plan(const hb_problem *p, plan *pl) {
     hb_geom G;
     hb_geom_init(&G, p);
     const size_t es = hb_elem_size(p);
+    const int half = hb_is_16bit(p->dtype);
     pl->order = hb_filter_order(p);
     if (pl->order == HB_ORDER_NONE) return 0;
-    const int64_t ncol = G.n * G.pout;
-    hb_mview a = {G.kg, G.crs, p->w.stride_k, 1};
-    int64_t bss = hb_batch_spatial_stride(&p->y), ss = hb_spatial_stride(&p->y);
-    pl->col_bytes = hb_align(hb_bytes(G.crs * ncol, es));
-    pl->total = pl->col_bytes;
-    pl->wconv = pl->stage = pl->col_bytes;
-    if (hb_is_16bit(p->dtype)) {
-        hb_mview wa = {G.kg, G.crs, G.crs, 1}, b = {G.crs, G.pout, ncol, 1}, c = {G.kg, G.pout, G.pout, 1};
-        if (!hb_gemm_plan(wa, b, c, &pl->call)) return 0;
-        pl->mode = STAGED;
-        pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
-        pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
-        return pl->total != SIZE_MAX;
-    }
-    if (bss) {
-        hb_mview b = {G.crs, ncol, ncol, 1}, c = {G.kg, ncol, p->y.stride_c, bss};
-        if (hb_gemm_plan(a, b, c, &pl->call)) {
-            pl->mode = FUSED;
-            return pl->total != SIZE_MAX;
-        }
-    }
-    hb_mview b = {G.crs, G.pout, ncol, 1};
-    if (ss) {
-        hb_mview c = {G.kg, G.pout, p->y.stride_c, ss};
-        if (hb_gemm_plan(a, b, c, &pl->call)) {
-            pl->mode = PER_SAMPLE;
-            return pl->total != SIZE_MAX;
-        }
-    }
-    hb_mview c = {G.kg, G.pout, G.pout, 1};
-    if (!hb_gemm_plan(a, b, c, &pl->call)) return 0;
-    pl->mode = STAGED;
-    pl->total = hb_add_bytes(pl->total, hb_bytes(G.kg * G.pout, es));
+    /* The filter in place, or for 16-bit data its group's packed float copy. */
+    hb_mview a = half ? (hb_mview){G.kg, G.crs, G.crs, 1} : (hb_mview){G.kg, G.crs, p->w.stride_k, 1};
+    pl->mode = hb_gemm_plan_y(p, &G, a, 1, half, &pl->call);
+    if (pl->mode < 0) return 0;
+    pl->col_bytes = hb_align(hb_bytes(G.crs * G.n * G.pout, es));
+    pl->wconv = pl->stage = pl->total = pl->col_bytes;
+    if (half) pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
+    if (pl->mode == HB_Y_STAGED) pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
     return pl->total != SIZE_MAX;
 }
 
@@ -76,12 +50,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
     (void)ws_bytes;
     plan pl;
     if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: fwd_gemm_d(p, &pl, x, w, y, alpha, beta, ws); break;
-    case CUDNN_DATA_HALF: fwd_gemm_h(p, &pl, x, w, y, alpha, beta, ws); break;
-    case CUDNN_DATA_BFLOAT16: fwd_gemm_b(p, &pl, x, w, y, alpha, beta, ws); break;
-    default: fwd_gemm_f(p, &pl, x, w, y, alpha, beta, ws); break;
-    }
+    HB_DISPATCH(p->dtype, fwd_gemm, p, &pl, x, w, y, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -102,7 +71,7 @@ static void HB_F(fwd_gemm)(const hb_problem *p, const plan *pl, const HB_S *x, c
         HB_S *yg = y + g * G.kg * p->y.stride_c;
 #if HB_NATIVE
         const HB_T *wg = w + g * G.kg * p->w.stride_k;
-        if (pl->mode == FUSED) {
+        if (pl->mode == HB_Y_FUSED) {
             HB_FC(hb_gemm_run)(&pl->call, a, wg, col, b, yg);
             continue;
         }
@@ -113,7 +82,7 @@ static void HB_F(fwd_gemm)(const hb_problem *p, const plan *pl, const HB_S *x, c
         for (int64_t n = 0; n < G.n; n++) {
             HB_S *yn = yg + n * p->y.stride_n;
 #if HB_NATIVE
-            if (pl->mode == PER_SAMPLE) {
+            if (pl->mode == HB_Y_PER_SAMPLE) {
                 HB_FC(hb_gemm_run)(&pl->call, a, wg, col + n * G.pout, b, yn);
                 continue;
             }

@@ -60,12 +60,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
     (void)ws_bytes;
     layout l = ws_layout(p);
     build_tables(p, (int64_t *)((char *)ws + l.table), (int64_t *)((char *)ws + l.woff));
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: fwd_precomp_d(p, x, w, y, alpha, beta, ws, &l); break;
-    case CUDNN_DATA_HALF: fwd_precomp_h(p, x, w, y, alpha, beta, ws, &l); break;
-    case CUDNN_DATA_BFLOAT16: fwd_precomp_b(p, x, w, y, alpha, beta, ws, &l); break;
-    default: fwd_precomp_f(p, x, w, y, alpha, beta, ws, &l); break;
-    }
+    HB_DISPATCH(p->dtype, fwd_precomp, p, x, w, y, alpha, beta, ws, &l);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -28,12 +28,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
                          void *ws, size_t ws_bytes) {
     (void)ws_bytes;
     hb_wino wp = wino_of(p);
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE: hb_wino_run_d(&wp, x, w, y, alpha, beta, ws); break;
-    case CUDNN_DATA_HALF: hb_wino_run_h(&wp, x, w, y, alpha, beta, ws); break;
-    case CUDNN_DATA_BFLOAT16: hb_wino_run_b(&wp, x, w, y, alpha, beta, ws); break;
-    default: hb_wino_run_f(&wp, x, w, y, alpha, beta, ws); break;
-    }
+    HB_DISPATCH(p->dtype, hb_wino_run, &wp, x, w, y, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -64,6 +64,18 @@ static inline hb_bf16 hb_f_to_bf16(float f) {
 /* Whether a data type is stored in 16 bits and computed in float. */
 static inline int hb_is_16bit(cudnnDataType_t dt) { return dt == CUDNN_DATA_HALF || dt == CUDNN_DATA_BFLOAT16; }
 
+/* Calls the instance of a function written per storage type (name_d, name_h, name_b, name_f: see
+ * hb_kern_tmpl.h) for data type `dt`; the arguments' void pointers convert to its typed ones. */
+#define HB_DISPATCH(dt, name, ...)                                                                                     \
+    do {                                                                                                               \
+        switch (dt) {                                                                                                  \
+        case CUDNN_DATA_DOUBLE: name##_d(__VA_ARGS__); break;                                                          \
+        case CUDNN_DATA_HALF: name##_h(__VA_ARGS__); break;                                                            \
+        case CUDNN_DATA_BFLOAT16: name##_b(__VA_ARGS__); break;                                                        \
+        default: name##_f(__VA_ARGS__); break;                                                                         \
+        }                                                                                                              \
+    } while (0)
+
 /*
  * A tensor (x, y, dx, dy): N, C and 3 spatial extents with element strides (any strides, NCHW, NHWC or
  * non-packed). Strides are in elements, not bytes.

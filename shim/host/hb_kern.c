@@ -133,6 +133,25 @@ void hb_gemm_run_d(const hb_gemm_call *k, double alpha, const double *a, const d
                       k->ldc);
 }
 
+static int plan_with_y(hb_mview a, hb_mview col, hb_mview y, int y_is_output, hb_gemm_call *call) {
+    return y_is_output ? hb_gemm_plan(a, col, y, call) : hb_gemm_plan(a, y, col, call);
+}
+
+int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, hb_mview a, int y_is_output, int staged_only,
+                   hb_gemm_call *call) {
+    const int64_t ncol = G->n * G->pout;
+    const hb_mview col_sample = {G->crs, G->pout, ncol, 1};
+    if (!staged_only) {
+        int64_t bss = hb_batch_spatial_stride(&p->y), ss = hb_spatial_stride(&p->y);
+        hb_mview col = {G->crs, ncol, ncol, 1}, y = {G->kg, ncol, p->y.stride_c, bss};
+        if (bss && plan_with_y(a, col, y, y_is_output, call)) return HB_Y_FUSED;
+        hb_mview y_sample = {G->kg, G->pout, p->y.stride_c, ss};
+        if (ss && plan_with_y(a, col_sample, y_sample, y_is_output, call)) return HB_Y_PER_SAMPLE;
+    }
+    hb_mview stage = {G->kg, G->pout, G->pout, 1};
+    return plan_with_y(a, col_sample, stage, y_is_output, call) ? HB_Y_STAGED : -1;
+}
+
 size_t hb_bytes(int64_t elems, size_t elem_size) {
     if (elems < 0 || (uint64_t)elems > SIZE_MAX / 2 / elem_size) return SIZE_MAX;
     return (size_t)elems * elem_size;

@@ -103,6 +103,20 @@ void hb_gemm_run_f(const hb_gemm_call *call, float alpha, const float *a, const 
 void hb_gemm_run_d(const hb_gemm_call *call, double alpha, const double *a, const double *b, double beta,
                    double *c);
 
+/*
+ * The GEMM of forward (y = W_g * col) or backward data (col = W_g^T * dy) for one group, as far as y is
+ * concerned: y's [K/groups x P*Q] block of a sample sits beside the column matrix [C/groups * taps x N * P*Q]
+ * (leading dimension N * P*Q). HB_Y_FUSED: the whole batch in one call, when y's (n, positions) share one
+ * stride (NHWC); HB_Y_PER_SAMPLE: one call a sample, when its positions do (NCHW); HB_Y_STAGED: one call a
+ * sample through a packed [K/groups x P*Q] copy of y, for strides BLAS cannot address, and always when
+ * staged_only (16-bit data, whose y goes through a float copy). `a` is the filter operand; y is the product
+ * when y_is_output, else the right operand with the column matrix the product. Returns the mode, -1 if BLAS
+ * cannot take even the staged views.
+ */
+enum { HB_Y_FUSED, HB_Y_PER_SAMPLE, HB_Y_STAGED };
+int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, hb_mview a, int y_is_output, int staged_only,
+                   hb_gemm_call *call);
+
 /* Byte size helpers that saturate instead of overflowing (an impossible size becomes SIZE_MAX). */
 size_t hb_bytes(int64_t elems, size_t elem_size);
 size_t hb_add_bytes(size_t a, size_t b);

@@ -17,6 +17,8 @@ import pytest
 from ucudnn import cudnn as C
 from ucudnn import testing as T
 
+from ._api_cases import CASES, run_with_reference, spec_of, status_of
+
 BAD = C.Status.BAD_PARAM
 NS = C.Status.NOT_SUPPORTED
 PARAMS = T.ConvParams.make(2, pad=1)
@@ -29,34 +31,11 @@ CONFIGS: list[Any] = [
     pytest.param(T.BFLOAT16, FLOAT, id="bf16-float-compute"),
 ]
 
-CASES = {
-    "2d-groups-3x3": T.ConvProblem((2, 4, 7, 6), (6, 2, 3, 3), T.ConvParams.make(2, pad=1, groups=2)),
-    "2d-strided-dilated-convmode": T.ConvProblem(
-        (2, 3, 9, 8),
-        (4, 3, 3, 2),
-        T.ConvParams.make(2, pad=(1, 0), stride=(2, 1), dilation=(1, 2), cross_correlation=False),
-    ),
-    "3d": T.ConvProblem((1, 2, 4, 5, 5), (3, 2, 3, 3, 3), T.ConvParams.make(3, pad=1, stride=(1, 2, 1))),
-}
-
-
-def spec_of(params: T.ConvParams, compute: C.DataType | None = None, **kw: Any) -> C.ConvSpec:
-    mode = C.ConvMode.CROSS_CORRELATION if params.cross_correlation else C.ConvMode.CONVOLUTION
-    return C.ConvSpec(params.pad, params.stride, params.dilation, params.groups, mode, compute_type=compute, **kw)
-
 
 def arrays(dtype: Any, n: int = 2, seed: int = 0) -> tuple[npt.NDArray[Any], ...]:
     rng = np.random.default_rng(seed)
     shapes = ((n, 4, 6, 7), (6, 4, 3, 3), (n, 6, 6, 7))
     return tuple(T.to_layout(rng.standard_normal(s), "NCHW", dtype) for s in shapes)
-
-
-def status_of(fn: Any, *args: Any, **kwargs: Any) -> int:
-    try:
-        fn(*args, **kwargs)
-    except C.CudnnError as e:
-        return e.status
-    return 0
 
 
 def test_default_compute_type_is_float_for_16bit(cudnn: C.Cudnn) -> None:
@@ -90,15 +69,7 @@ def test_every_algorithm(
             assert e.status == NS
             continue
         ws = np.empty(size, np.uint8)
-        if op == C.Op.FWD:
-            expected = T.conv_forward(x, w, prob.params, alpha=alpha, beta=beta, y=y)
-            got = cudnn.forward(handle, x, w, spec, algo, ws, alpha, beta, y)
-        elif op == C.Op.BWD_DATA:
-            expected = T.conv_backward_data(w, y, prob.params, prob.x_shape, alpha=alpha, beta=beta, dx=x)
-            got = cudnn.backward_data(handle, w, y, spec, algo, x, ws, alpha, beta)
-        else:
-            expected = T.conv_backward_filter(x, y, prob.params, prob.w_shape, alpha=alpha, beta=beta, dw=w)
-            got = cudnn.backward_filter(handle, x, y, spec, algo, w, ws, alpha, beta)
+        got, expected = run_with_reference(cudnn, handle, op, prob, spec, algo, x, w, y, ws, alpha, beta)
         assert got.dtype == np.dtype(dtype)
         T.assert_close(got, expected, dtype, f"{op.name} algo {algo}")
         ran += 1

@@ -16,6 +16,8 @@ import pytest
 from ucudnn import cudnn as C
 from ucudnn import testing as T
 
+from ._api_cases import status_of
+
 BAD = C.Status.BAD_PARAM
 NS = C.Status.NOT_SUPPORTED
 SPEC = C.ConvSpec((1, 1))
@@ -28,14 +30,6 @@ def arrays(dtype: Any = np.float32, n: int = 2, seed: int = 0) -> tuple[npt.NDAr
     w = rng.standard_normal((6, 4, 3, 3)).astype(dtype)
     y = rng.standard_normal((n, 6, 6, 7)).astype(dtype)
     return x, w, y
-
-
-def status_of(fn: Any, *args: Any, **kwargs: Any) -> int:
-    try:
-        fn(*args, **kwargs)
-    except C.CudnnError as e:
-        return e.status
-    return 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

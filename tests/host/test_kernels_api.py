@@ -15,20 +15,7 @@ import pytest
 from ucudnn import cudnn as C
 from ucudnn import testing as T
 
-CASES = {
-    "2d-groups-3x3": T.ConvProblem((2, 4, 7, 6), (6, 2, 3, 3), T.ConvParams.make(2, pad=1, groups=2)),
-    "2d-strided-dilated-convmode": T.ConvProblem(
-        (2, 3, 9, 8),
-        (4, 3, 3, 2),
-        T.ConvParams.make(2, pad=(1, 0), stride=(2, 1), dilation=(1, 2), cross_correlation=False),
-    ),
-    "3d": T.ConvProblem((1, 2, 4, 5, 5), (3, 2, 3, 3, 3), T.ConvParams.make(3, pad=1, stride=(1, 2, 1))),
-}
-
-
-def _spec(params: T.ConvParams) -> C.ConvSpec:
-    mode = C.ConvMode.CROSS_CORRELATION if params.cross_correlation else C.ConvMode.CONVOLUTION
-    return C.ConvSpec(params.pad, params.stride, params.dilation, params.groups, mode)
+from ._api_cases import CASES, run_with_reference, spec_of
 
 
 @pytest.mark.parametrize("op", list(C.Op), ids=lambda o: o.name)
@@ -37,7 +24,7 @@ def _spec(params: T.ConvParams) -> C.ConvSpec:
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_every_algorithm(cudnn: C.Cudnn, handle: C.Handle, op: C.Op, case: str, dtype: type, layout: T.Layout) -> None:
     prob = CASES[case]
-    spec = _spec(prob.params)
+    spec = spec_of(prob.params)
     rng = np.random.default_rng(3)
     x0 = rng.standard_normal(prob.x_shape)
     w0 = rng.standard_normal(prob.w_shape)
@@ -53,15 +40,7 @@ def test_every_algorithm(cudnn: C.Cudnn, handle: C.Handle, op: C.Op, case: str, 
         except C.CudnnError:
             continue
         ws = np.empty(size, np.uint8)
-        if op == C.Op.FWD:
-            expected = T.conv_forward(x, w, prob.params, alpha=alpha, beta=beta, y=y)
-            got = cudnn.forward(handle, x, w, spec, algo, ws, alpha, beta, y)
-        elif op == C.Op.BWD_DATA:
-            expected = T.conv_backward_data(w, y, prob.params, prob.x_shape, alpha=alpha, beta=beta, dx=x)
-            got = cudnn.backward_data(handle, w, y, spec, algo, x, ws, alpha, beta)
-        else:
-            expected = T.conv_backward_filter(x, y, prob.params, prob.w_shape, alpha=alpha, beta=beta, dw=w)
-            got = cudnn.backward_filter(handle, x, y, spec, algo, w, ws, alpha, beta)
+        got, expected = run_with_reference(cudnn, handle, op, prob, spec, algo, x, w, y, ws, alpha, beta)
         T.assert_close(got, expected, dtype, f"{op.name} algo {algo}")
         ran += 1
     assert ran >= 3 if case == "2d-groups-3x3" else ran >= 2

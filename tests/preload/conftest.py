@@ -43,12 +43,12 @@ def host_lib() -> Path:
     return _require(_paths.HOST_CUDNN, "the host backend libcudnn.so.9")
 
 
-def compile_c(source: Path, output: Path, *, link_cudnn: bool) -> Path:
+def compile_c(*sources: Path, output: Path, link_cudnn: bool) -> Path:
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
-        pytest.skip(f"no C compiler ({cc}) to build {source.name}")
-    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), str(source)]
-    cmd += ["-o", str(output)]
+        pytest.skip(f"no C compiler ({cc}) to build {sources[0].name}")
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE)]
+    cmd += [str(s) for s in sources] + ["-o", str(output)]
     if link_cudnn:
         cmd += [f"-L{_paths.LIB_DIR}", "-l:libcudnn.so.9", f"-Wl,-rpath,{_paths.LIB_DIR}"]
     cmd += ["-lpthread", "-ldl"]
@@ -56,14 +56,20 @@ def compile_c(source: Path, output: Path, *, link_cudnn: bool) -> Path:
     return output
 
 
+def compile_driver(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """c/<name>.c with the drivers' shared part (c/driver_common.c), linked against the host backend."""
+    output = tmp_path_factory.mktemp("bin") / name
+    return compile_c(C_DIR / f"{name}.c", C_DIR / "driver_common.c", output=output, link_cudnn=True)
+
+
 @pytest.fixture(scope="session")
 def conv_driver(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_c(C_DIR / "conv_driver.c", tmp_path_factory.mktemp("bin") / "conv_driver", link_cudnn=True)
+    return compile_driver("conv_driver", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def missing_real(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_c(C_DIR / "missing_real.c", tmp_path_factory.mktemp("bin") / "missing_real", link_cudnn=False)
+    return compile_c(C_DIR / "missing_real.c", output=tmp_path_factory.mktemp("bin") / "missing_real", link_cudnn=False)
 
 
 @dataclass

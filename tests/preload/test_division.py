@@ -24,7 +24,7 @@ import pytest
 
 from ucudnn import _paths
 
-from .conftest import C_DIR, RunDriver, base_env, compile_c
+from .conftest import RunDriver, base_env, compile_driver
 
 N = 16
 LAYERS = "32x32x32x3x1,16x32x16x5x2,32x16x24x3x1"
@@ -38,7 +38,7 @@ OUTPUTS = ("y", "dx", "dw")
 def net_driver(host_lib: Path, preload_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _paths.EMBEDDED_PLANNER.exists():
         pytest.skip("the embedded planner (libucudnn_planner.so) is not built")
-    return compile_c(C_DIR / "net_driver.c", tmp_path_factory.mktemp("bin") / "net_driver", link_cudnn=True)
+    return compile_driver("net_driver", tmp_path_factory)
 
 
 def run_net(

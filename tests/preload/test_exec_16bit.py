@@ -31,7 +31,7 @@ import pytest
 from ucudnn import _paths
 from ucudnn.cudnn import bf16_to_float
 
-from .conftest import C_DIR, base_env, compile_c
+from .conftest import base_env, compile_driver
 
 UNIT_ROUNDOFF = {"half": 2.0**-11, "bf16": 2.0**-8}
 DTYPES = ["half", "bf16"]
@@ -39,7 +39,7 @@ DTYPES = ["half", "bf16"]
 
 @pytest.fixture(scope="session")
 def conv16_driver(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_c(C_DIR / "conv16_driver.c", tmp_path_factory.mktemp("bin") / "conv16_driver", link_cudnn=True)
+    return compile_driver("conv16_driver", tmp_path_factory)
 
 
 class Result:

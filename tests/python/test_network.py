@@ -285,10 +285,10 @@ def test_division_json() -> None:
 def test_solver_printf_goes_to_stderr() -> None:
     code = (
         "import ctypes\n"
-        "from ucudnn.network import _native_stdout_to_stderr\n"
+        "from ucudnn._stdio import native_stdout_to_stderr\n"
         "libc = ctypes.CDLL(None)\n"
         "libc.printf(b'before\\n')\n"  # buffered by C stdio (a pipe): must still reach stdout
-        "with _native_stdout_to_stderr():\n"
+        "with native_stdout_to_stderr():\n"
         "    libc.printf(b'solver noise\\n')\n"
         "libc.printf(b'after\\n')\n"
         "libc.fflush(None)\n"

@@ -8,15 +8,12 @@ curve). Workspace Division (all kernels, one budget): ``--total-workspace LIMIT`
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
 import json
-import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from ucudnn import perf_table
+from ucudnn._stdio import native_stdout_to_stderr as native_stdout_to_stderr  # re-exported (bench imports it here)
 from ucudnn.config import ConfigError, parse_size
 from ucudnn.optimizer import (
     BatchSizePolicy,
@@ -36,29 +33,6 @@ EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
 class _BadInput(Exception):
     pass
-
-
-@contextlib.contextmanager
-def native_stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr while native code runs.
-
-    HiGHS (inside scipy's milp) printf()s diagnostics during some solves; on our stdout they would corrupt the
-    JSON. C stdio buffers them, so C's streams are flushed before fd 1 is restored.
-    """
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no fd 1 at all: nothing to protect
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).fflush(None)
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

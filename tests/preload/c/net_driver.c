@@ -10,36 +10,14 @@
  * algorithm and workspace the "framework" used and, under the preload library, the plan the shim ran) and the
  * shim's "stats" (null without it).
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ucudnn/cudnn_abi.h"
+#include "driver_common.h"
 
 #define MAXL 8
-
-static int argc_g;
-static char **argv_g;
-
-static const char *opt(const char *key, const char *def)
-{
-    size_t n = strlen(key);
-    for (int i = 1; i < argc_g; i++)
-        if (strncmp(argv_g[i], key, n) == 0 && argv_g[i][n] == '=')
-            return argv_g[i] + n + 1;
-    return def;
-}
-
-static int failures;
-static void check(const char *what, int st)
-{
-    if (st != 0) {
-        fprintf(stderr, "net_driver: %s -> status %d\n", what, st);
-        failures++;
-    }
-}
 
 static void fill(float *v, size_t count, uint32_t seed)
 {
@@ -53,28 +31,7 @@ static void dump(const char *prefix, int layer, const char *name, const float *v
 {
     char path[4096];
     snprintf(path, sizeof path, "%s.%d.%s", prefix, layer, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(v, sizeof *v, count, f) != count) {
-        fprintf(stderr, "net_driver: cannot write %s\n", path);
-        failures++;
-    }
-    if (f)
-        fclose(f);
-}
-
-typedef size_t (*json_fn)(char *, size_t);
-
-/* The shim's JSON (stats or last plan) into a fresh string, or NULL without the preload library. */
-static char *shim_json(const char *name)
-{
-    json_fn fn = (json_fn)dlsym(RTLD_DEFAULT, name);
-    if (!fn)
-        return NULL;
-    size_t need = fn(NULL, 0);
-    char *buf = malloc(need + 1);
-    if (buf)
-        fn(buf, need + 1);
-    return buf;
+    write_file(path, v, count * sizeof *v);
 }
 
 typedef struct {
@@ -150,8 +107,7 @@ static void run_op(cudnnHandle_t h, layer *L, int li, int op, int last, FILE *re
 
 int main(int argc, char **argv)
 {
-    argc_g = argc;
-    argv_g = argv;
+    driver_init(argc, argv, "net_driver");
     int n = atoi(opt("n", "16")), iters = atoi(opt("iters", "2"));
     const char *spec = opt("layers", "32x32x32x3x1");
     const char *prefix = opt("out", NULL);
