@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpu_unavailable_reason
-from ucudnn import _paths
 from ucudnn.bench.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -108,9 +107,6 @@ ROW_FIELDS = {
 }  # fmt: skip
 
 
-@pytest.mark.skipif(
-    not (_paths.PRELOAD.exists() and _paths.HOST_CUDNN.exists()), reason="host backend or preload library not built"
-)
 def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     problems = write(tmp_path, "tiny.csv", TINY)
     out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "cache.sqlite"
@@ -155,9 +151,6 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     assert [row["micro_batches"] for row in rows2] == [row["micro_batches"] for row in rows]
 
 
-@pytest.mark.skipif(
-    not (_paths.PRELOAD.exists() and _paths.HOST_CUDNN.exists()), reason="host backend or preload library not built"
-)
 def test_unrunnable_problem_is_skipped_and_the_run_continues(tmp_path: Path) -> None:
     # Two terabytes of input: no allocation can hold it, so the problem is skipped with the reason.
     problems = write(tmp_path, "p.csv", "giant,64,64,64,2000000,8,3,3,1,1,1,1\nsmall,8,8,4,2,4,3,3,1,1,1,1\n")

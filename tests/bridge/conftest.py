@@ -55,7 +55,7 @@ def fake_build(tmp_path_factory: pytest.TempPathFactory) -> FakeBuild:
 @pytest.fixture(scope="session")
 def embedded_planner() -> Path:
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip(f"{_paths.EMBEDDED_PLANNER} is not built (python shim/build/native.py planner_embed)")
+        pytest.fail(f"{_paths.EMBEDDED_PLANNER} is not built (python shim/build/native.py planner_embed)")
     return _paths.EMBEDDED_PLANNER
 
 

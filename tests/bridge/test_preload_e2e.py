@@ -41,7 +41,7 @@ class Framework:
 def framework(tmp_path_factory: pytest.TempPathFactory) -> Framework:
     for artifact in (_paths.PRELOAD, _paths.HOST_CUDNN):
         if not artifact.exists():
-            pytest.skip(f"{artifact.name} is not built")
+            pytest.fail(f"{artifact.name} is not built")
     out = tmp_path_factory.mktemp("fakefw")
     lib_dir = _paths.LIB_DIR
     fakefw = out / "libfakefw.so"
@@ -128,7 +128,7 @@ def test_python_host_with_rtld_local_cudnn(framework: Framework, tmp_path: Path)
 
 def test_c_host_plans_through_embedded_planner(framework: Framework, tmp_path: Path) -> None:
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip("libucudnn_planner.so is not built")
+        pytest.fail("libucudnn_planner.so is not built")
     ref = c_host(framework, tmp_path / "ref", env_for(tmp_path, preload=False))
     assert ref.returncode == 0, ref.stderr
     first = c_host(framework, tmp_path / "one", env_for(tmp_path, preload=True, tag="1"))
@@ -198,7 +198,7 @@ def test_ucudnn_run_end_to_end(framework: Framework, tmp_path: Path) -> None:
     ref = c_host(framework, tmp_path / "ref", env_for(tmp_path, preload=False))
     assert ref.returncode == 0, ref.stderr
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip("libucudnn_planner.so is not built")
+        pytest.fail("libucudnn_planner.so is not built")
     ucudnn = [sys.executable, "-c", "import sys; from ucudnn.cli import main; sys.exit(main())"]
     cmd = [
         *ucudnn,

@@ -29,7 +29,7 @@ TOLERANCE = {"float": 2e-4, "double": 1e-10}
 
 def _require(path: Path, what: str) -> Path:
     if not path.exists():
-        pytest.skip(f"{what} not built at {path} (python shim/build/native.py host preload)")
+        pytest.fail(f"{what} not built at {path} (python shim/build/native.py host preload)")
     return path
 
 

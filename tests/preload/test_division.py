@@ -37,7 +37,7 @@ OUTPUTS = ("y", "dx", "dw")
 @pytest.fixture(scope="module")
 def net_driver(host_lib: Path, preload_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip("the embedded planner (libucudnn_planner.so) is not built")
+        pytest.fail("the embedded planner (libucudnn_planner.so) is not built")
     return compile_driver("net_driver", tmp_path_factory)
 
 

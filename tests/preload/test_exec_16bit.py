@@ -209,7 +209,7 @@ LIMIT = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB"}
 @pytest.mark.parametrize("op", ["fwd", "bwd_data"])
 def test_embedded_planner_micro_batches_16bit(run16: Run16, dtype: str, op: str) -> None:
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip(f"embedded planner not built at {_paths.EMBEDDED_PLANNER}")
+        pytest.fail(f"embedded planner not built at {_paths.EMBEDDED_PLANNER}")
     args = [f"op={op}", f"dtype={dtype}", *LAYER]
     ref = run16(*args, preload=False)
     got = run16(*args, "repeat=2", env=LIMIT)

@@ -21,7 +21,7 @@ LIMIT = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB"}
 @pytest.mark.parametrize("op", ["fwd", "bwd_data"])
 def test_embedded_planner_micro_batches(run_driver: RunDriver, op: str) -> None:
     if not _paths.EMBEDDED_PLANNER.exists():
-        pytest.skip(f"embedded planner not built at {_paths.EMBEDDED_PLANNER}")
+        pytest.fail(f"embedded planner not built at {_paths.EMBEDDED_PLANNER}")
     ref = run_driver(f"op={op}", *LAYER, preload=False)
     got = run_driver(f"op={op}", *LAYER, "repeat=2", env=LIMIT)
     assert got.returncode == 0, got.stderr

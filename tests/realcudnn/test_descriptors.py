@@ -39,7 +39,7 @@ def _real_libcudnn() -> Path:
 
 def _probe(specs: list[dict[str, Any]]) -> dict[str, Any]:
     if not _paths.PRELOAD.exists():
-        pytest.skip(f"libucudnn.so not built at {_paths.PRELOAD}")
+        pytest.fail(f"libucudnn.so not built at {_paths.PRELOAD}")
     real = _real_libcudnn()
     proc = subprocess.run(
         [sys.executable, str(PROBE), str(real), str(_paths.PRELOAD)],
