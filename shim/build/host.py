@@ -17,6 +17,16 @@ def _openblas_lib() -> Path:
     return Path(scipy_openblas32.get_lib_dir()) / "libscipy_openblas.so"
 
 
+def _openblas_license_files() -> list[Path]:
+    from importlib.metadata import distribution
+
+    dist = distribution("scipy-openblas32")
+    found = [Path(str(dist.locate_file(f))) for f in (dist.files or []) if "LICENSE" in f.name.upper()]
+    if not found:
+        raise RuntimeError("ucudnn-build: scipy-openblas32 ships no licence file to bundle with its library")
+    return found
+
+
 def build(out_dir: Path) -> list[Path]:
     sources = sorted((SHIM / "host").glob("*.c"))
     if not sources:
@@ -28,6 +38,10 @@ def build(out_dir: Path) -> list[Path]:
     tmp = out_dir / ".libscipy_openblas.so.tmp"
     shutil.copy2(_openblas_lib(), tmp)
     os.replace(tmp, blas)  # never rewrite a library another process has mapped
+    # The copied BLAS is redistributed with the package, so its licence travels with it.
+    notices = _openblas_license_files()
+    for i, notice in enumerate(notices):
+        shutil.copy2(notice, out_dir / f"LICENSE.scipy-openblas32{'' if i == 0 else f'.{i}'}.txt")
     lib = link_shared(
         sources,
         out_dir / SONAME,
