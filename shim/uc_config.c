@@ -33,7 +33,9 @@ void uc_log(int level, const char *fmt, ...)
     if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
         return;
     char line[1024];
-    int off = snprintf(line, sizeof line, "ucudnn: ");
+    /* The format of ucudnn.log: "ucudnn: warning: ...", info untagged. */
+    static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
+    int off = snprintf(line, sizeof line, "ucudnn: %s", level >= 0 && level <= UC_LOG_DEBUG ? tags[level] : "");
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line + off, sizeof line - (size_t)off - 1, fmt, ap);

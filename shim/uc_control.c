@@ -162,6 +162,7 @@ static char *stats_text(void)
     FIELD(rejected_plans);
     FIELD(replans);
     FIELD(fallback_plans);
+    FIELD(cache_plans);
     FIELD(no_plan);
     FIELD(exec_recoveries);
     FIELD(missing_real);

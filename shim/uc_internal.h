@@ -3,7 +3,8 @@
  *
  * Layers, bottom up: uc_resolve.c (the real library, statuses, the per-thread guard), uc_config.c (UCUDNN_*
  * variables and logging), uc_key.c (reading descriptors into kernel keys, cloning descriptors), uc_cache.c
- * (the in-memory plan cache), uc_plan.c (asking the planner, validating and building plans), uc_exec.c and
+ * (the in-memory plan cache), uc_store.c (plans stored in the SQLite cache, read when no planner can start),
+ * uc_plan.c (asking the planner, validating and building plans), uc_exec.c and
  * uc_query.c (the hooks), uc_control.c (the ucudnn_* control API, stats, the generated hook entry points).
  */
 #ifndef UC_INTERNAL_H
@@ -131,7 +132,7 @@ static inline ptrdiff_t uc_sample_offset(const uc_tensor *t, int n0)
 
 /* ---- plans and the plan cache (uc_cache.c) ---- */
 
-enum { UC_SRC_NONE = 0, UC_SRC_PLANNER = 1, UC_SRC_FALLBACK = 2 };
+enum { UC_SRC_NONE = 0, UC_SRC_PLANNER = 1, UC_SRC_FALLBACK = 2, UC_SRC_CACHE = 3 };
 
 /* An immutable plan, shared by reference count; count == 0 means "no plan: pass through". */
 typedef struct uc_plan {
@@ -226,6 +227,21 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
 int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
                cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes);
 
+/* ---- plans stored in the SQLite cache (uc_store.c) ---- */
+
+/*
+ * The plan ucudnn/cache.py stored for this request (same key, backend id, N and policy; the same determinism,
+ * else a deterministic plan for a request that does not ask for one): the row at exactly its limit, else the
+ * one planned under the largest smaller limit whose workspace fits this one.
+ * Read-only; libsqlite3 is dlopened at the first call. Returns 0 with rep's count, micro_batches, time_ms and
+ * workspace_bytes filled (deterministic 0: not stored; the caller asks the real library), 1 if nothing is stored,
+ * 2 if the cache cannot be read (no libsqlite3, no file, not a ucudnn cache: said once), 3 if the row is
+ * malformed (`why` says how). `where` gets the cache's path ("" if none). Nothing here is validated against the
+ * real library: the caller validates the reply like a planner's.
+ */
+int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char *where, size_t where_len,
+                    char *why, size_t why_len);
+
 /* ---- hook implementations (uc_exec.c, uc_query.c), called by the generated entry points ---- */
 
 #define UC_DECL(ret, name, params, args) ret uc_hook_##name params;
@@ -240,8 +256,8 @@ int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescripto
 
 typedef struct {
     atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
-        planner_calls, planner_errors, rejected_plans, replans, fallback_plans, no_plan, exec_recoveries,
-        missing_real, divisions, clears;
+        planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
+        exec_recoveries, missing_real, divisions, clears;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

@@ -8,7 +8,9 @@
  *      PyGILState_Ensure and import ucudnn._runtime, which registers the bridge's planner;
  *   3. no interpreter (a C/C++ host): dlopen libucudnn_planner.so from our own directory and call
  *      ucudnn_embedded_planner_init, which starts one and registers the planner;
- *   4. otherwise the built-in fallback: the fastest single undivided algorithm that fits (said once).
+ *   4. no planner: the plan stored for the request in the SQLite cache by an earlier run (uc_store.c), validated
+ *      like a planner's reply (said once);
+ *   5. otherwise the built-in fallback: the fastest single undivided algorithm that fits (said once).
  * No lock is held while any of this runs.
  */
 #include <dlfcn.h>
@@ -25,7 +27,7 @@ _Static_assert(offsetof(ucudnn_perf, memory) == offsetof(cudnnConvolutionFwdAlgo
 _Static_assert(offsetof(ucudnn_perf, determinism) == offsetof(cudnnConvolutionFwdAlgoPerf_t, determinism),
                "perf row layout");
 
-static atomic_int fallback_announced;
+static atomic_int fallback_announced, store_announced;
 
 /* ---- benchmarking for the planner ---- */
 
@@ -150,6 +152,11 @@ static int own_tensor(uc_plan *p, const uc_tensor *t, int b, cudnnTensorDescript
     return st;
 }
 
+static const char *source_name(int source)
+{
+    return source == UC_SRC_FALLBACK ? "fallback" : source == UC_SRC_CACHE ? "cache" : "planner";
+}
+
 static void plan_json(uc_plan *p, int biasact)
 {
     uc_sb sb = {0};
@@ -160,7 +167,7 @@ static void plan_json(uc_plan *p, int biasact)
                  "\"deterministic_only\":%s,\"source\":\"%s\",\"time_ms\":%.6g,\"workspace_bytes\":%zu,"
                  "\"deterministic\":%s,\"algo\":%d,\"micro_batches\":[",
                  uc_op_name(p->op), biasact ? "true" : "false", p->n, p->limit, uc_cfg_policy_name(p->policy),
-                 p->det_requested ? "true" : "false", p->source == UC_SRC_FALLBACK ? "fallback" : "planner",
+                 p->det_requested ? "true" : "false", source_name(p->source),
                  (double)p->time_ms, p->workspace, p->deterministic ? "true" : "false", p->algo0);
     for (int i = 0; i < p->count; i++)
         uc_sb_printf(&sb, "%s{\"batch\":%d,\"algo\":%d,\"math_type\":%d}", i ? "," : "", p->mb[i].batch,
@@ -274,6 +281,47 @@ static uc_plan *build_plan(const uc_call *c, const ucudnn_plan_request *req, con
     return p;
 }
 
+/* Determinism of a stored plan (not a column of the cache): every micro-batch's algorithm as the real library
+ * reports it at the call's N, unknown counting as deterministic (uc_algo_deterministic's rule). */
+static int stored_deterministic(const uc_call *c, const ucudnn_plan_reply *rep)
+{
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int n = 0;
+    if (uc_real_get_v7(c, rows, UC_MAX_ROWS, &n) != 0)
+        n = 0;
+    for (int i = 0; i < rep->count; i++)
+        if (uc_row_determinism(rows, n, rep->micro_batches[i].algo) == 0)
+            return 0;
+    return 1;
+}
+
+/* The plan stored in the SQLite cache for this request, validated and built, or NULL (none, the cache cannot be
+ * read, or the row is bad: rejected and counted, never executed). */
+static uc_plan *stored_plan(const uc_call *c, const ucudnn_plan_request *req, ucudnn_plan_reply *rep, int policy)
+{
+    char where[PATH_MAX], why[256];
+    int rc = uc_store_lookup(req, rep, where, sizeof where, why, sizeof why);
+    if (rc == 1 || rc == 2)
+        return NULL;
+    uc_plan *p = NULL;
+    if (rc == 0) {
+        rep->deterministic = stored_deterministic(c, rep);
+        const char *bad = validate(req, rep, why, sizeof why);
+        p = bad ? NULL : build_plan(c, req, rep, policy, UC_SRC_CACHE, why, sizeof why);
+    }
+    if (!p) {
+        UC_COUNT(rejected_plans, 1);
+        uc_log(UC_LOG_WARNING, "rejected the plan stored in %s for %s at N=%d: %s", where, req->key, req->batch,
+               why);
+        return NULL;
+    }
+    UC_COUNT(cache_plans, 1);
+    if (!atomic_exchange(&store_announced, 1))
+        uc_log(UC_LOG_WARNING, "no planner could be loaded; running the plans stored in %s (a kernel without one "
+                               "runs undivided)", where);
+    return p;
+}
+
 static void backend_id(char *buf, size_t len)
 {
     const uc_real_table *r = uc_real();
@@ -309,7 +357,8 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
                                det, uc_algo_count(k->op), (void *)ctx.token};
     ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0};
 
-    int transient = 0, source = UC_SRC_PLANNER, rc;
+    int transient = 0, source = UC_SRC_PLANNER, rc = 0;
+    uc_plan *p = NULL;
     ucudnn_planner_fn planner = uc_get_planner(&transient);
     if (!planner && transient) {
         free(key);
@@ -332,17 +381,19 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
         if (*pp)
             *pp = ctx.next;
         pthread_mutex_unlock(&bench_lock);
-    } else {
+    } else if (!(p = stored_plan(c, &req, &rep, policy))) {
         if (!atomic_exchange(&fallback_announced, 1))
             uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
                                    "algorithm that fits (built-in fallback)");
+        rep = (ucudnn_plan_reply){0, n, mbs, 0.0f, 0, 0};
         source = UC_SRC_FALLBACK;
         rc = fallback_plan(c, &req, &rep);
     }
 
-    uc_plan *p = NULL;
     char why[256];
-    if (rc == 0) {
+    if (p) {
+        /* a stored plan, validated and built by stored_plan */
+    } else if (rc == 0) {
         const char *bad = validate(&req, &rep, why, sizeof why);
         p = bad ? NULL : build_plan(c, &req, &rep, policy, source, why, sizeof why);
         if (!p) {
