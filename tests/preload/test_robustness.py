@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -140,3 +141,33 @@ def test_invalid_caller_algorithm_keeps_cudnns_answer(run_driver: RunDriver) -> 
     got = run_driver("op=fwd", "n=8", "algo=42", "ws=0", "planner=fixed", "plan=4:0,4:0")
     assert ref.returncode == got.returncode == 1 and got.report["stats"]["passthrough"] == 1
     assert got.stderr.replace("\n", "") == ref.stderr.replace("\n", "")
+
+
+@pytest.mark.parametrize(
+    ("version", "soname", "not_supported"), [(8907, "libcudnn.so.8", 9), (92400, "libcudnn.so.9", 3000)]
+)
+def test_own_statuses_follow_the_real_librarys_numbering(
+    missing_real: Path, preload_lib: Path, tmp_path: Path, version: int, soname: str, not_supported: int
+) -> None:
+    """A status the shim makes itself is numbered as the library it forwards to numbers them: cuDNN 8 said 9
+    for NOT_SUPPORTED, cuDNN 9 says 3000. A fake front library that has only cudnnGetVersion and
+    cudnnConvolutionForward: the workspace query it lacks is the shim's own NOT_SUPPORTED."""
+    source = tmp_path / "fake.c"
+    source.write_text(
+        "#include <stddef.h>\n"
+        f"size_t cudnnGetVersion(void) {{ return {version}; }}\n"
+        "int cudnnConvolutionForward(void) { return 0; }\n"
+    )
+    fake = tmp_path / soname
+    subprocess.run(
+        [os.environ.get("CC", "cc"), "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(fake), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    env = base_env() | {"LD_PRELOAD": str(preload_lib), "UCUDNN_REAL_LIBCUDNN": str(fake)}
+    proc = subprocess.run([str(missing_real)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["forward"] == 0  # forwarded to the fake's cudnnConvolutionForward unchanged
+    assert report["workspace"] == not_supported
+    assert report["stats"]["real_version"] == version
