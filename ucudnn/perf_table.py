@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ucudnn.optimizer import AlgoPerf, BatchSizePolicy, can_compose, candidate_batch_sizes, parse_policy
 
@@ -155,3 +156,50 @@ def find(kernels: tuple[KernelTable, ...], name: str | None) -> KernelTable:
             return k
     names = ", ".join(k.name for k in kernels)
     raise PerfTableError(f"unknown kernel {name!r}: the table has {names}")
+
+
+def from_cache_export(
+    export: Mapping[str, Any], *, batch: int | None = None, backend_id: str | None = None
+) -> dict[str, Any]:
+    """A performance table (the ``ucudnn plan --table`` format) from a ``ucudnn db export`` object.
+
+    One kernel per cached key: its measurements are every successful algorithm at every micro-batch size the
+    cache holds; its ``batch`` is ``batch`` if given, else the largest size measured. Measurements of several
+    backends (GPUs, library versions) must not be mixed: ``backend_id`` selects one, and is required when the
+    export holds more than one. Raises PerfTableError naming what is wrong.
+    """
+    runs = export.get("benchmarks")
+    if not isinstance(runs, list):
+        raise PerfTableError("export: no 'benchmarks' list (is this a `ucudnn db export` file?)")
+    backends = sorted({str(r.get("backend_id")) for r in runs if isinstance(r, Mapping)})
+    if backend_id is None:
+        if len(backends) > 1:
+            raise PerfTableError(f"export holds several backends; choose one with --backend-id: {', '.join(backends)}")
+        backend_id = backends[0] if backends else None
+    elif backend_id not in backends:
+        raise PerfTableError(f"backend {backend_id!r} not in the export (has: {', '.join(backends) or 'none'})")
+    if batch is not None and batch < 1:
+        raise PerfTableError(f"batch: must be >= 1 ({batch})")
+    kernels: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if not isinstance(run, Mapping) or run.get("backend_id") != backend_id:
+            continue
+        rows = kernels.setdefault(str(run["key"]), [])
+        for a in run.get("algos", []):
+            if a.get("status") == 0 and a.get("time_ms") is not None:
+                rows.append(
+                    {
+                        "batch": int(run["batch"]),
+                        "algo": int(a["algo"]),
+                        "time_ms": float(a["time_ms"]),
+                        "workspace_bytes": int(a["workspace_bytes"]),
+                        "determinism": bool(a["deterministic"]),
+                        "math_type": int(a["math_type"]),
+                    }
+                )
+    table = [
+        {"name": key, "batch": batch if batch is not None else max(m["batch"] for m in rows), "measurements": rows}
+        for key, rows in sorted(kernels.items())
+        if rows
+    ]
+    return {"kernels": table}

@@ -155,18 +155,9 @@ def test_log_line_at_info(divided: tuple[dict[str, Any], Path, Path]) -> None:
 def test_division_agrees_with_the_offline_ilp(divided: tuple[dict[str, Any], Path, Path], tmp_path: Path) -> None:
     report, db, _ = divided
     # The same measurements as a perf table for `ucudnn plan --total-workspace`.
-    export = json.loads(cli("db", "export", db=db))
-    measured: dict[str, list[dict[str, Any]]] = {}
-    for run in export["benchmarks"]:
-        measured.setdefault(run["key"], []).extend(
-            {"batch": run["batch"], "algo": a["algo"], "time_ms": a["time_ms"], "workspace_bytes": a["workspace_bytes"],
-             "determinism": a["deterministic"], "math_type": a["math_type"]}
-            for a in run["algos"]
-            if a["status"] == 0
-        )
-    assert len(measured) == KERNELS
     table = tmp_path / "table.json"
-    table.write_text(json.dumps({"kernels": [{"name": k, "batch": N, "measurements": m} for k, m in measured.items()]}))
+    cli("db", "export", "--perf-table", "--batch", str(N), str(table), db=db)
+    assert len(json.loads(table.read_text())["kernels"]) == KERNELS
     offline = json.loads(cli("plan", "--table", str(table), "--total-workspace", str(BUDGET), "--json", db=db))
     assert offline["status"] == "optimal"
     ran = plans(report)

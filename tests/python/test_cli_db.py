@@ -87,3 +87,34 @@ def test_missing_import_file(tmp_path: Path) -> None:
     result = ucudnn("db", "--database", str(tmp_path / "c.sqlite"), "import", str(tmp_path / "nope.json"))
     assert result.returncode == 2 and "cannot read" in result.stderr and "nope.json" in result.stderr
     assert not (tmp_path / "c.sqlite").exists()  # a failed import creates nothing
+
+
+def test_export_perf_table_feeds_ucudnn_plan(db: Path, tmp_path: Path) -> None:
+    table = tmp_path / "table.json"
+    r = ucudnn("db", "--database", str(db), "export", "--perf-table", str(table))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(table.read_text())
+    [kernel] = doc["kernels"]
+    assert kernel["name"] == KEY and kernel["batch"] == 4  # the largest size measured
+    measured = sorted((m["batch"], m["algo"]) for m in kernel["measurements"])
+    assert measured == [(b, a) for b in (1, 2, 4) for a in (0, 1)]
+    # Algo 1 costs 0.1 ms and 1 KiB per sample, algo 0 1 ms and nothing. Under 2 KiB, 2 x b2 and 4 x b1 of
+    # algo 1 both take 0.4 ms; the tie goes to less workspace.
+    r = ucudnn("plan", "--table", str(table), "--workspace", "2KiB", "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["workspace_bytes"] == 1024 and plan["time_ms"] == pytest.approx(0.4)
+    assert [(m["batch"], m["algo"]) for m in plan["micro_batches"]] == [(1, 1)] * 4
+
+
+def test_export_perf_table_needs_one_backend(db: Path, tmp_path: Path) -> None:
+    with Cache(db) as c:
+        c.put_benchmark(KEY, "other-gpu", 4, [AlgoPerf(4, 0, 1.0, 0)])
+    r = ucudnn("db", "--database", str(db), "export", "--perf-table")
+    assert r.returncode == 2 and "--backend-id" in r.stderr and "gpu, other-gpu" in r.stderr
+    r = ucudnn("db", "--database", str(db), "export", "--perf-table", "--backend-id", "other-gpu", "--batch", "8")
+    assert r.returncode == 0, r.stderr
+    [kernel] = json.loads(r.stdout)["kernels"]
+    assert kernel["batch"] == 8 and len(kernel["measurements"]) == 1
+    r = ucudnn("db", "--database", str(db), "export", "--batch", "8")
+    assert r.returncode == 2 and "--perf-table" in r.stderr

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ucudnn import config
+from ucudnn import config, perf_table
 from ucudnn.cache import Cache, CacheError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -36,6 +36,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON")
     export = actions.add_parser("export", help="write everything as JSON (stable order)")
     export.add_argument("file", nargs="?", default="-", metavar="FILE", help="output file (default: stdout)")
+    export.add_argument(
+        "--perf-table",
+        action="store_true",
+        help="write the benchmarks as a performance table for `ucudnn plan --table` instead",
+    )
+    export.add_argument(
+        "--batch", type=int, help="with --perf-table: mini-batch of every kernel (default: the largest measured)"
+    )
+    export.add_argument("--backend-id", help="with --perf-table: the backend to export (needed if there are several)")
     imp = actions.add_parser("import", help="merge a JSON export into the cache (validated first)")
     imp.add_argument("file", metavar="FILE", help="JSON file written by `ucudnn db export` (- for stdin)")
     clear = actions.add_parser("clear", help="delete everything, or only the plans")
@@ -55,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
             elif args.action == "list":
                 _print_list(cache.list_kernels(), args.json)
             elif args.action == "export":
-                _write_json(cache.export(), args.file)
+                exported = cache.export()
+                if args.perf_table:
+                    exported = perf_table.from_cache_export(exported, batch=args.batch, backend_id=args.backend_id)
+                elif args.batch is not None or args.backend_id is not None:
+                    raise _BadInput("--batch and --backend-id only apply with --perf-table")
+                _write_json(exported, args.file)
             elif args.action == "import":
                 counts = cache.import_data(data)
                 print(f"imported {_counts(counts)} into {path}")
@@ -64,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.yes and not _confirm(f"delete {what} in {path}?"):
                     raise _BadInput(f"not clearing {path} without confirmation (pass --yes)")
                 print(f"deleted {_counts(cache.clear(plans_only=args.plans_only))} from {path}")
-    except (_BadInput, CacheError, config.ConfigError) as exc:
+    except (_BadInput, CacheError, config.ConfigError, perf_table.PerfTableError) as exc:
         print(f"ucudnn db: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:
