@@ -192,7 +192,24 @@ def register() -> bool:
     _registered = status == 0
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
+    else:
+        _check_benchmark_devices()
     return _registered
+
+
+def _check_benchmark_devices() -> None:
+    """The original's UCUDNN_BENCHMARK_DEVICES is accepted, but benchmarks run on the caller's device only."""
+    try:
+        devices = config.benchmark_devices()
+    except config.ConfigError as exc:
+        log.warning("%s; benchmarking on the caller's device", exc)
+        return
+    if len(devices) > 1:
+        log.warning(
+            "UCUDNN_BENCHMARK_DEVICES=%s: parallel benchmarking across GPUs is not implemented; "
+            "benchmarking on the caller's device",
+            ",".join(map(str, devices)),
+        )
 
 
 def unregister() -> None:

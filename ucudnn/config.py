@@ -115,7 +115,8 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_BENCHMARK_DEVICES",
         Kind.STRING,
         "",
-        "Comma-separated GPU ordinals to benchmark on in parallel (empty: the current device only).",
+        "Comma-separated GPU ordinals (the original's name). Parallel benchmarking across GPUs is not implemented "
+        "yet: benchmarks run on the caller's device, and a list of more than one device says so once.",
     ),
     Var(
         "UCUDNN_HOST_TIMING",
@@ -214,6 +215,17 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> int | bool | str
     if raw is None or (raw == "" and var.kind is not Kind.STRING):
         return parse(var, var.default)
     return parse(var, raw)
+
+
+def benchmark_devices(environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
+    """UCUDNN_BENCHMARK_DEVICES as GPU ordinals (empty: the caller's device); ConfigError for a bad list."""
+    text = str(get("UCUDNN_BENCHMARK_DEVICES", environ)).strip()
+    if not text:
+        return ()
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.isdigit() for item in items):
+        raise ConfigError(f"UCUDNN_BENCHMARK_DEVICES={text!r}: expected comma-separated GPU ordinals, e.g. 0,1,2")
+    return tuple(int(item) for item in items)
 
 
 def database_path(environ: Mapping[str, str] | None = None) -> Path:

@@ -136,3 +136,23 @@ def test_log_level_comes_from_ucudnn_log_level(
     finally:
         monkeypatch.undo()
         log.setup(force=True)
+
+
+def test_benchmark_devices_parses_ordinals_and_names_the_variable() -> None:
+    assert config.benchmark_devices({}) == ()
+    assert config.benchmark_devices({"UCUDNN_BENCHMARK_DEVICES": " 0, 2 "}) == (0, 2)
+    with pytest.raises(config.ConfigError, match=r"UCUDNN_BENCHMARK_DEVICES='0,gpu1'.*ordinals"):
+        config.benchmark_devices({"UCUDNN_BENCHMARK_DEVICES": "0,gpu1"})
+
+
+def test_several_benchmark_devices_say_they_are_not_used(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from ucudnn import _runtime
+
+    monkeypatch.setenv("UCUDNN_BENCHMARK_DEVICES", "0,1")
+    _runtime._check_benchmark_devices()
+    assert "parallel benchmarking across GPUs is not implemented" in capfd.readouterr().err
+    monkeypatch.setenv("UCUDNN_BENCHMARK_DEVICES", "0")
+    _runtime._check_benchmark_devices()
+    assert capfd.readouterr().err == ""
