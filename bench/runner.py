@@ -157,8 +157,8 @@ def _micro_batches(plan: dict[str, Any], op: str) -> list[dict[str, Any]]:
 
 
 def format_micro_batches(mbs: Sequence[dict[str, Any]]) -> str:
-    """``4x8:GEMM + 1x2:DIRECT``-style text of a plan (count x batch : algorithm)."""
-    return " + ".join(f"{m['count']}x{m['batch']}:{m['algo_name']}" for m in mbs)
+    """``4 x b8 GEMM + 1 x b2 IMPLICIT_GEMM``: micro-batch count x micro-batch size, then the algorithm."""
+    return " + ".join(f"{m['count']} x b{m['batch']} {m['algo_name']}" for m in mbs)
 
 
 class Runner:
