@@ -104,24 +104,24 @@ static int parse_size(const char *text, unsigned long long *out)
     return -1;
 }
 
-static int in_list(const char *text, const char *const *list, size_t n)
+/* Index of `text` in `list`, ignoring surrounding whitespace and case; -1 if absent. */
+static int word_index(const char *text, const char *const *list, size_t n)
 {
-    char low[64];
+    char trimmed[64];
     const char *p = text;
     while (isspace((unsigned char)*p))
         p++;
     size_t len = strlen(p);
     while (len && isspace((unsigned char)p[len - 1]))
         len--;
-    if (len >= sizeof low)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        low[i] = (char)tolower((unsigned char)p[i]);
-    low[len] = '\0';
+    if (len >= sizeof trimmed)
+        return -1;
+    memcpy(trimmed, p, len);
+    trimmed[len] = '\0';
     for (size_t i = 0; i < n; i++)
-        if (strcmp(low, list[i]) == 0)
-            return 1;
-    return 0;
+        if (strcasecmp(trimmed, list[i]) == 0)
+            return (int)i;
+    return -1;
 }
 
 /* Parse `text` for variable v. Returns 0 with *value set (or *s for PATH/STRING, malloc'd), else -1 after a
@@ -137,11 +137,11 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
                d->name, text, consequence);
         return -1;
     case UC_KIND_BOOL:
-        if (in_list(text, uc_bool_true, UC_BOOL_TRUE_COUNT)) {
+        if (word_index(text, uc_bool_true, UC_BOOL_TRUE_COUNT) >= 0) {
             *value = 1;
             return 0;
         }
-        if (in_list(text, uc_bool_false, UC_BOOL_FALSE_COUNT)) {
+        if (word_index(text, uc_bool_false, UC_BOOL_FALSE_COUNT) >= 0) {
             *value = 0;
             return 0;
         }
@@ -149,22 +149,10 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
                consequence);
         return -1;
     case UC_KIND_CHOICE: {
-        char trimmed[64];
-        const char *p = text;
-        while (isspace((unsigned char)*p))
-            p++;
-        size_t len = strlen(p);
-        while (len && isspace((unsigned char)p[len - 1]))
-            len--;
-        if (len < sizeof trimmed) {
-            memcpy(trimmed, p, len);
-            trimmed[len] = '\0';
-            for (int i = 0; i < d->nchoices; i++) {
-                if (strcasecmp(trimmed, d->choices[i]) == 0) {
-                    *value = (unsigned long long)i;
-                    return 0;
-                }
-            }
+        int idx = word_index(text, d->choices, (size_t)d->nchoices);
+        if (idx >= 0) {
+            *value = (unsigned long long)idx;
+            return 0;
         }
         char accepted[256] = "";
         for (int i = 0; i < d->nchoices; i++) {
