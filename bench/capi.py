@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ucudnn._cudnn_abi import AlgoPerf
+
 OPS: tuple[str, ...] = ("fwd", "bwd-data", "bwd-filter")
 
 CUDNN_DATA_FLOAT = 0
@@ -43,21 +45,6 @@ _PI = ctypes.POINTER(ctypes.c_int)
 _PSZ = ctypes.POINTER(ctypes.c_size_t)
 
 
-class PerfStruct(ctypes.Structure):
-    """cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t: one layout, 48 bytes."""
-
-    _fields_ = (
-        ("algo", ctypes.c_int),
-        ("status", ctypes.c_int),
-        ("time", ctypes.c_float),
-        ("memory", ctypes.c_size_t),
-        ("determinism", ctypes.c_int),
-        ("mathType", ctypes.c_int),
-        ("reserved", ctypes.c_int * 3),
-    )
-
-
-assert ctypes.sizeof(PerfStruct) == 48
 
 
 class CudnnError(RuntimeError):
@@ -246,7 +233,7 @@ class Cudnn:
 
     def _search(self, call: str, op: str, handle: int, d: Descriptors) -> list[Perf]:
         count = _ALGO_COUNT[op]
-        results = (PerfStruct * count)()
+        results = (AlgoPerf * count)()
         returned = ctypes.c_int(-1)
         a, b, c = d.operands(op)
         status = getattr(self.calls, call)(
@@ -328,7 +315,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "cudnnGetConvolutionNdForwardOutputDim": (_P, _P, _P, _I, _PI),
     }
     for op in OPS:
-        sig[_FIND[op]] = (_P, _P, _P, _P, _P, _I, _PI, ctypes.POINTER(PerfStruct))
+        sig[_FIND[op]] = (_P, _P, _P, _P, _P, _I, _PI, ctypes.POINTER(AlgoPerf))
         sig[_GET[op]] = sig[_FIND[op]]
         sig[_WS[op]] = (_P, _P, _P, _P, _P, _I, _PSZ)
         sig[_EXEC[op]] = (_P, _P, _P, _P, _P, _P, _P, _I, _P, _SZ, _P, _P, _P)
