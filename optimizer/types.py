@@ -88,11 +88,13 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True)
 class PlanResult:
-    """Outcome of planning one kernel: ``plan`` is None unless ``status`` is OPTIMAL."""
+    """Outcome of planning one kernel: ``plan`` is None unless ``status`` is OPTIMAL. ``verified``: the plan
+    already won a check on real executions (set by the planner from its cache, never by the optimizer)."""
 
     status: Status
     plan: Plan | None
     message: str
+    verified: bool = False
 
 
 @dataclass(frozen=True)

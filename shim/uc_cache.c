@@ -24,6 +24,7 @@ typedef struct entry {
     uint64_t hash;
     uc_ckey key;
     uc_plan *plan;
+    uc_verify *verify; /* exec entries: the check of a new plan in progress, else NULL */
 } entry;
 
 typedef struct kentry {
@@ -127,20 +128,31 @@ void uc_plan_free(uc_plan *p)
     free(p);
 }
 
-uc_plan *uc_cache_get(const uc_ckey *key)
+uc_plan *uc_cache_get_exec(const uc_ckey *key, uc_verify **verify)
 {
     uint64_t h = hash_of(key);
     uc_plan *found = NULL;
+    if (verify)
+        *verify = NULL;
     pthread_rwlock_rdlock(&lock);
     for (entry *e = buckets[h % UC_BUCKETS]; e; e = e->next) {
         if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
             found = e->plan;
             uc_plan_ref(found);
+            if (verify && e->verify) {
+                uc_verify_ref(e->verify);
+                *verify = e->verify;
+            }
             break;
         }
     }
     pthread_rwlock_unlock(&lock);
     return found;
+}
+
+uc_plan *uc_cache_get(const uc_ckey *key)
+{
+    return uc_cache_get_exec(key, NULL);
 }
 
 /*
@@ -176,9 +188,16 @@ uint64_t uc_cache_view(void)
 
 uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
 {
+    return uc_cache_put_exec(key, p, NULL, view, NULL);
+}
+
+uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, uc_verify *verify, uint64_t view, uc_verify **verify_out)
+{
     uint64_t h = hash_of(key);
     entry *fresh = malloc(sizeof *fresh);
     uc_plan *result = NULL;
+    if (verify_out)
+        *verify_out = NULL;
     pthread_rwlock_wrlock(&lock);
     if (atomic_load_explicit(&clears, memory_order_relaxed) - own_clears != view) {
         /* Cleared by another thread while this plan was made: use it for this call only. */
@@ -188,9 +207,11 @@ uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
         return p;
     }
     entry **head = &buckets[h % UC_BUCKETS];
+    entry *owner = NULL;
     for (entry *e = *head; e; e = e->next) {
         if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
             result = e->plan; /* the first insert wins */
+            owner = e;
             break;
         }
     }
@@ -198,11 +219,19 @@ uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
         fresh->hash = h;
         fresh->key = *key;
         fresh->plan = p;
+        fresh->verify = verify;
+        if (verify)
+            uc_verify_ref(verify);
         fresh->next = *head;
         uc_plan_ref(p); /* the cache's own reference */
         *head = fresh;
+        owner = fresh;
         fresh = NULL;
         result = p;
+    }
+    if (owner && verify_out && owner->verify) {
+        uc_verify_ref(owner->verify);
+        *verify_out = owner->verify;
     }
     if (!result)
         result = p; /* no memory for an entry: use the plan uncached */
@@ -210,6 +239,27 @@ uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
     pthread_rwlock_unlock(&lock);
     free(fresh);
     return result;
+}
+
+void uc_cache_settle(const uc_ckey *key, uc_verify *verify, uc_plan *chosen)
+{
+    uint64_t h = hash_of(key);
+    uc_plan *old = NULL;
+    pthread_rwlock_wrlock(&lock);
+    for (entry *e = buckets[h % UC_BUCKETS]; e; e = e->next) {
+        if (e->hash == h && e->verify == verify && memcmp(&e->key, key, sizeof *key) == 0) {
+            old = e->plan;
+            uc_plan_ref(chosen);
+            e->plan = chosen;
+            e->verify = NULL;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&lock);
+    if (old) {
+        uc_plan_release(old);
+        uc_verify_release(verify); /* the entry's reference */
+    }
 }
 
 int uc_cache_note_kernel(const uc_kernel *k)
@@ -253,6 +303,7 @@ void uc_cache_clear(void)
         entry *e = all;
         all = e->next;
         uc_plan_release(e->plan);
+        uc_verify_release(e->verify);
         free(e);
     }
 }

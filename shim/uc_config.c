@@ -104,6 +104,38 @@ static int parse_size(const char *text, unsigned long long *out)
     return -1;
 }
 
+/* Digits (at most 9), then for a fraction optionally a point and at most 9 digits, with surrounding blanks: the
+ * same rule as ucudnn/config.py's parse_count / parse_fraction. */
+static int parse_decimal(const char *text, int fraction, double *out)
+{
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    const char *start = p;
+    size_t whole = 0, frac = 0;
+    while (isdigit((unsigned char)*p))
+        p++, whole++;
+    if (whole < 1 || whole > 9)
+        return -1;
+    if (fraction && *p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p))
+            p++, frac++;
+        if (frac < 1 || frac > 9)
+            return -1;
+    }
+    const char *end = p;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p)
+        return -1;
+    char buf[32];
+    memcpy(buf, start, (size_t)(end - start));
+    buf[end - start] = '\0';
+    *out = strtod(buf, NULL);
+    return 0;
+}
+
 /* Index of `text` in `list`, ignoring surrounding whitespace and case; -1 if absent. */
 static int word_index(const char *text, const char *const *list, size_t n)
 {
@@ -136,6 +168,32 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
         uc_log(UC_LOG_WARNING, "%s='%s': expected bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)%s",
                d->name, text, consequence);
         return -1;
+    case UC_KIND_LIMIT:
+        if (word_index(text, (const char *const[]){"auto"}, 1) == 0) {
+            *value = UC_LIMIT_AUTO;
+            return 0;
+        }
+        if (parse_size(text, value) == 0 && *value != UC_LIMIT_AUTO)
+            return 0;
+        uc_log(UC_LOG_WARNING, "%s='%s': expected auto, bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)%s",
+               d->name, text, consequence);
+        return -1;
+    case UC_KIND_COUNT:
+    case UC_KIND_FRACTION: {
+        double x = 0;
+        if (parse_decimal(text, d->kind == UC_KIND_FRACTION, &x) == 0) {
+            if (d->kind == UC_KIND_COUNT)
+                *value = (unsigned long long)x;
+            else
+                memcpy(value, &x, sizeof x);
+            return 0;
+        }
+        uc_log(UC_LOG_WARNING, "%s='%s': expected %s%s", d->name, text,
+               d->kind == UC_KIND_COUNT ? "a non-negative integer such as 0 or 3"
+                                        : "a non-negative number such as 0 or 0.25",
+               consequence);
+        return -1;
+    }
     case UC_KIND_BOOL:
         if (word_index(text, uc_bool_true, UC_BOOL_TRUE_COUNT) >= 0) {
             *value = 1;
@@ -222,10 +280,39 @@ int uc_cfg_disabled(void)
            atomic_load_explicit(&num[UC_VAR_UCUDNN_DISABLE], memory_order_relaxed);
 }
 
-size_t uc_cfg_default_limit(void)
+static unsigned long long num_of(int v)
 {
     ensure();
-    return (size_t)atomic_load_explicit(&num[UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT], memory_order_relaxed);
+    return atomic_load_explicit(&num[v], memory_order_relaxed);
+}
+
+size_t uc_cfg_default_limit(void)
+{
+    unsigned long long v = num_of(UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT);
+    return v == UC_LIMIT_AUTO ? SIZE_MAX : (size_t)v;
+}
+
+int uc_cfg_limit_auto(void)
+{
+    return num_of(UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT) == UC_LIMIT_AUTO;
+}
+
+int uc_cfg_verify_samples(void)
+{
+    return (int)num_of(UC_VAR_UCUDNN_VERIFY_SAMPLES);
+}
+
+double uc_cfg_verify_margin(void)
+{
+    unsigned long long bits = num_of(UC_VAR_UCUDNN_VERIFY_MARGIN);
+    double x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+size_t uc_cfg_host_device_memory(void)
+{
+    return (size_t)num_of(UC_VAR_UCUDNN_HOST_DEVICE_MEMORY);
 }
 
 size_t uc_cfg_total_workspace(void)
@@ -237,7 +324,18 @@ size_t uc_cfg_total_workspace(void)
 size_t uc_cfg_planning_limit(void)
 {
     size_t total = uc_cfg_total_workspace();
-    return total ? total : uc_cfg_default_limit();
+    if (total)
+        return total;
+    if (!uc_cfg_limit_auto())
+        return uc_cfg_default_limit();
+    size_t mem = uc_device_free_memory();
+    return mem ? mem : UC_UNLIMITED;
+}
+
+size_t uc_cfg_exec_cap(void)
+{
+    size_t total = uc_cfg_total_workspace();
+    return total ? total : uc_cfg_limit_auto() ? UC_UNLIMITED : uc_cfg_default_limit();
 }
 
 int uc_cfg_policy(void)
@@ -250,6 +348,13 @@ const char *uc_cfg_policy_name(int policy)
 {
     const uc_var_decl *d = &uc_var_decls[UC_VAR_UCUDNN_BATCH_SIZE_POLICY];
     return policy >= 0 && policy < d->nchoices ? d->choices[policy] : d->def;
+}
+
+int uc_cfg_policy_undivided(void)
+{
+    const uc_var_decl *d = &uc_var_decls[UC_VAR_UCUDNN_BATCH_SIZE_POLICY];
+    int i = word_index("undivided", d->choices, (size_t)d->nchoices);
+    return i < 0 ? 0 : i;
 }
 
 size_t uc_cfg_string(int var, char *buf, size_t len)

@@ -168,6 +168,9 @@ static char *stats_text(void)
     FIELD(missing_real);
     FIELD(divisions);
     FIELD(clears);
+    FIELD(verified);
+    FIELD(rejected_by_measurement);
+    FIELD(verify_executions);
 #undef FIELD
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)

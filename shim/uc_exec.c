@@ -6,11 +6,12 @@
  * nothing synchronises between micro-batches. BackwardFilter sums over samples, so it takes the caller's beta for
  * the first micro-batch and 1 (double for DOUBLE data, float otherwise) for the others.
  *
- * Which plan: the decision depends on the kernel, N, the workspace the caller passes, the planning limit (the
- * per-kernel default, or the whole budget under Workspace Division, where the planner caps each kernel at its
- * share), the policy and the caller's algorithm (whose determinism the plan must keep), and is memoised under
- * exactly that, so a steady-state call costs the descriptor reads and one cache lookup. Plans cleared while one
- * was made (a re-division) leave that one uncached (uc_cache_put).
+ * Which plan: the decision depends on the kernel, N, the workspace the caller passes (capped by an explicit
+ * per-kernel limit, or the whole budget under Workspace Division, where the planner caps each kernel at its
+ * share; by default nothing caps it), the policy and the caller's algorithm (whose determinism the plan must
+ * keep), and is memoised under exactly that, so a steady-state call costs the descriptor reads and one cache
+ * lookup. Plans cleared while one was made (a re-division) leave that one uncached (uc_cache_put). A new
+ * micro-batched plan is checked on its first executions against the undivided choice (uc_verify.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -128,28 +129,76 @@ static int run_plan(const exec_args *a, const uc_plan *p, int *issued, int *ran_
     return 0;
 }
 
-static uc_plan *exec_plan(const uc_call *c, size_t ws_bytes, int algo)
+/*
+ * The plan of an execution decision, and its check in progress (*verify, referenced) when the plan is new and
+ * micro-batched. A divided plan the planner does not already know to have won a check gets one: the undivided
+ * choice for the same workspace is planned too, and the first executions alternate between the two.
+ */
+static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, int algo, uc_verify **verify)
 {
-    size_t limit = uc_cfg_planning_limit();
-    int policy = uc_cfg_policy();
     uint64_t view = uc_cache_view();
-    size_t usable = ws_bytes < limit ? ws_bytes : limit; /* all the decision depends on: one entry per value */
-    uc_ckey key;
-    uc_ckey_init(&key, UC_KEY_EXEC, c->k, policy, algo, usable, limit);
-    uc_plan *p = uc_cache_get(&key);
+    uc_plan *p = uc_cache_get_exec(key, verify);
     if (p)
         return p;
     /* The caller's algorithm says whether it wants determinism: a plan never trades it away. */
     int det = uc_algo_deterministic(c, algo);
     int fresh = 0;
     p = uc_get_plan(c, usable, det, &fresh);
-    if (fresh && usable < limit) /* planned again for a workspace below the limit Get/Find planned under */
+    if (fresh && usable < uc_cfg_planning_limit()) /* planned again for a workspace below Get/Find's limit */
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;
-    uc_plan *cached = uc_cache_put(&key, p, view);
+    uc_verify *check = NULL;
+    if (p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace()) {
+        if (p->limit != usable) { /* made under a larger limit: ask what is known at exactly this workspace */
+            uc_plan *q = uc_plan_exact(c, usable, det);
+            if (q && q->verified) {
+                uc_plan_release(p);
+                p = q;
+            } else {
+                uc_plan_release(q);
+            }
+        }
+        if (p->count > 1 && !p->verified) {
+            uc_plan *base = uc_get_plan_as(c, usable, det, uc_cfg_policy_undivided(), NULL);
+            if (base && base->count == 1)
+                check = uc_verify_new(p, base, det, usable);
+            uc_plan_release(base);
+        }
+    }
+    uc_plan *cached = uc_cache_put_exec(key, p, check, view, verify);
+    if (check && !*verify && cached == p) /* a stale view: the plan is used uncached, and so is its check */
+        *verify = check;
+    else
+        uc_verify_release(check);
     uc_plan_release(p);
     return cached;
+}
+
+/* The check of this decision is over: keep the winner, count it, and tell the planner's recorder. */
+static void settle(const uc_call *c, const uc_ckey *key, uc_verify *v)
+{
+    uc_verdict_info d;
+    if (!uc_verify_verdict(v, &d))
+        return;
+    uc_cache_settle(key, v, d.kept ? d.plan : d.base);
+    UC_COUNT(verified, 1);
+    if (!d.kept)
+        UC_COUNT(rejected_by_measurement, 1);
+    uc_log(UC_LOG_INFO, "%s at N=%d, workspace %zu: %d micro-batches measured %.4g ms, undivided algo %d %.4g ms "
+                        "(median of %d): %s", uc_op_name(c->k->op), d.plan->n, d.workspace, d.plan->count,
+           d.plan_ms, d.base->mb[0].algo, d.base_ms, d.samples, d.kept ? "kept" : "replaced by the undivided choice");
+    ucudnn_recorder_fn rec = uc_get_recorder();
+    if (!rec || !d.plan->key_text)
+        return;
+    char backend[PATH_MAX + 300];
+    uc_backend_id(backend, sizeof backend);
+    ucudnn_verdict out = {UCUDNN_ABI_VERSION, c->k->op, d.plan->key_text, backend, d.plan->n, d.workspace,
+                          uc_cfg_policy_name(d.plan->policy), d.det, d.kept, d.plan->count, d.plan->mb,
+                          d.base->mb[0], d.plan_ms, d.base_ms, d.samples};
+    uc_guard++;
+    rec(&out);
+    uc_guard--;
 }
 
 static cudnnStatus_t execute(const exec_args *a, const char *why)
@@ -162,20 +211,43 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         return (cudnnStatus_t)call_original(a);
     }
     uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv};
-    uc_plan *p = exec_plan(&c, a->ws_bytes, a->algo);
+    size_t cap = uc_cfg_exec_cap();
+    size_t usable = a->ws_bytes < cap ? a->ws_bytes : cap; /* all the decision depends on: one entry per value */
+    uc_ckey key;
+    uc_ckey_init(&key, UC_KEY_EXEC, a->k, uc_cfg_policy(), a->algo, usable, cap);
+    uc_verify *v = NULL;
+    uc_plan *p = exec_plan(&c, &key, usable, a->algo, &v);
     if (!p || p->count == 0) {
         uc_plan_release(p);
+        uc_verify_release(v);
         UC_COUNT(passthrough, 1);
         return (cudnnStatus_t)call_original(a);
     }
+    uc_plan *run = p;
+    int slot = v ? uc_verify_begin(v, &run) : -1;
+    uc_mark mark;
+    int timed = slot >= 0 && uc_mark_start(&mark, a->handle) == 0;
     int issued = 0, ran_plan = 0;
-    int st = run_plan(a, p, &issued, &ran_plan);
+    int st = run_plan(a, run, &issued, &ran_plan);
+    if (slot >= 0) {
+        UC_COUNT(verify_executions, 1);
+        timed = timed && uc_mark_stop(&mark) == 0;
+        uc_verify_end(v, slot, timed ? &mark : NULL, st == 0 && ran_plan);
+    }
+    if (v) {
+        settle(&c, &key, v);
+        uc_verify_release(v);
+    }
     UC_COUNT(micro_batches, issued);
     if (ran_plan)
         UC_COUNT(planned, 1);
     else
         UC_COUNT(passthrough, 1);
-    uc_set_last_plan(p); /* hands over our reference */
+    if (run != p) {
+        uc_plan_ref(run);
+        uc_plan_release(p);
+    }
+    uc_set_last_plan(run); /* hands over our reference */
     return (cudnnStatus_t)st;
 }
 

@@ -30,10 +30,12 @@ typedef struct {
 #define UC_EXEC UC_FIELD
 #define UC_QUERY UC_FIELD
 #define UC_REAL UC_FIELD
+#define UC_OPT UC_FIELD
 #include "hooks.def"
 #undef UC_EXEC
 #undef UC_QUERY
 #undef UC_REAL
+#undef UC_OPT
 #undef UC_FIELD
     int found;        /* a real library was found (some hooked function resolved) */
     int descriptors;  /* every UC_REAL function resolved: keys can be read and descriptors cloned */
@@ -66,20 +68,56 @@ enum { UC_LOG_ERROR = 0, UC_LOG_WARNING = 1, UC_LOG_INFO = 2, UC_LOG_DEBUG = 3 }
 void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
 int uc_cfg_disabled(void);
+/* UCUDNN_DEFAULT_WORKSPACE_LIMIT: SIZE_MAX when `auto` (uc_cfg_limit_auto). */
 size_t uc_cfg_default_limit(void);
+int uc_cfg_limit_auto(void);
+/* Stored for `auto` (no size parses to it: sizes are checked against it). */
+#define UC_LIMIT_AUTO ULLONG_MAX
+/* "No limit" as the planner and the SQLite cache see it (signed 64-bit there). */
+#define UC_UNLIMITED ((size_t)INT64_MAX)
+int uc_cfg_verify_samples(void);   /* UCUDNN_VERIFY_SAMPLES */
+double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
+size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
 size_t uc_cfg_total_workspace(void);
 /*
- * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries), and the cap of
- * the caller's workspace on execution and Find*Ex: the per-kernel default limit (Workspace Reuse), or, with
- * Workspace Division on, the whole budget -- the planner then caps each kernel at its share of it.
+ * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries): the whole budget
+ * under Workspace Division (the planner then caps each kernel at its share of it), an explicit per-kernel limit,
+ * else (auto) the free device memory when known (uc_device_free_memory), else UC_UNLIMITED.
  */
 size_t uc_cfg_planning_limit(void);
+/* The cap on the caller's workspace at execution and Find*Ex: the budget under Workspace Division, an explicit
+ * per-kernel limit, else (auto) UC_UNLIMITED -- the caller's workspace is the limit. */
+size_t uc_cfg_exec_cap(void);
 int uc_cfg_policy(void);                 /* index into the policy choices */
 const char *uc_cfg_policy_name(int policy);
+int uc_cfg_policy_undivided(void);       /* the index of `undivided` */
 /* Copy a PATH/STRING variable's current value into buf (NUL-terminated); returns its length. */
 size_t uc_cfg_string(int var, char *buf, size_t len);
 int uc_cfg_set(const char *name, const char *value); /* ucudnn_set_option */
+
+/* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
+
+/* Free device memory (driver API, rounded down to 64 MiB), else UCUDNN_HOST_DEVICE_MEMORY, else 0 (unknown). */
+size_t uc_device_free_memory(void);
+
+enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
+int uc_clock_kind(void);
+/* One timed stretch of calls on a handle's stream. */
+typedef struct {
+    int kind, done;
+    double t0, ms;
+    void *ev0, *ev1; /* CUDA events (UC_CLOCK_CUDA) */
+    cudaStream_t stream;
+} uc_mark;
+/* Start and stop a mark around the calls; 0, or -1 when the clock cannot be used (nothing to drop then). */
+int uc_mark_start(uc_mark *m, cudnnHandle_t handle);
+int uc_mark_stop(uc_mark *m);
+/* 1 with *ms when the stretch has completed, 0 not yet (its events are still pending), -1 failed. Never waits. */
+int uc_mark_read(uc_mark *m, double *ms);
+void uc_mark_drop(uc_mark *m);
+/* The host cost of one call, measured on the handle (see uc_device.c). 0 or a cuDNN status. */
+int uc_probe_call_cost(cudnnHandle_t handle, double *ms);
 
 /* ---- kernel keys and descriptors (uc_key.c) ---- */
 
@@ -144,6 +182,7 @@ typedef struct uc_plan {
     float time_ms;
     size_t workspace;   /* max over micro-batches, verified with the real workspace queries */
     int deterministic;
+    int verified;       /* 1: the planner says it already won a check on real executions (uc_verify.c) */
     int algo0;          /* the algorithm reported for the plan in Get/Find results */
     int math0;          /* its math type */
     /* Per micro-batch descriptors (shared between micro-batches of one size; conv NULL: the caller's). */
@@ -167,8 +206,11 @@ typedef struct {
 
 void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
                   uint64_t deflimit);
-/* A referenced plan for exactly this key, or NULL. */
+/* A referenced plan for exactly this key, or NULL. With `verify` (exec keys): also the entry's check in
+ * progress, referenced, or NULL when there is none (uc_verify.c). */
 uc_plan *uc_cache_get(const uc_ckey *key);
+struct uc_verify;
+uc_plan *uc_cache_get_exec(const uc_ckey *key, struct uc_verify **verify);
 /* A referenced plan planned for the same kernel, N, policy at a limit >= key->limit whose workspace fits
  * key->limit (optimal there too), with compatible determinism; or NULL. key->kind must be UC_KEY_PLAN. */
 uc_plan *uc_cache_alias(const uc_ckey *key);
@@ -180,6 +222,13 @@ uc_plan *uc_cache_alias(const uc_ckey *key);
  * the next call plans again.
  */
 uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view);
+/* The same for an execution decision with a check in progress (`verify` may be NULL); *verify_out gets the entry's
+ * check (referenced) when the returned plan is the entry's. */
+uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, struct uc_verify *verify, uint64_t view,
+                           struct uc_verify **verify_out);
+/* The check `verify` of the entry `key` is over: the entry runs `chosen` from now on, without a check. Nothing
+ * happens if the entry is gone or has another check (a clear came in between). */
+void uc_cache_settle(const uc_ckey *key, struct uc_verify *verify, uc_plan *chosen);
 /* This thread's view of the cache's clear count (see uc_cache_put). */
 uint64_t uc_cache_view(void);
 /* 1 if this kernel (N ignored) was not seen before. */
@@ -193,6 +242,27 @@ void uc_cache_clear(void);
 void uc_plan_ref(uc_plan *p);
 void uc_plan_release(uc_plan *p);
 void uc_plan_free(uc_plan *p);
+
+/* ---- checking new plans on real executions (uc_verify.c) ---- */
+
+typedef struct uc_verify uc_verify;
+/* A check of `plan` against `base` (the undivided choice for the same workspace); NULL when checks are off
+ * (UCUDNN_VERIFY_SAMPLES=0) or memory is short. Takes references of its own. */
+uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace);
+void uc_verify_ref(uc_verify *v);
+void uc_verify_release(uc_verify *v);
+/* Which plan this execution runs (*run) and its slot (>= 0: time it and call uc_verify_end), or -1 (untimed). */
+int uc_verify_begin(uc_verify *v, uc_plan **run);
+/* The execution of `slot` ended: `m` its stopped mark (NULL if it could not be timed), ok 0 if it failed. */
+void uc_verify_end(uc_verify *v, int slot, const uc_mark *m, int ok);
+typedef struct {
+    int kept, samples, det;
+    double plan_ms, base_ms;
+    size_t workspace;
+    uc_plan *plan, *base; /* borrowed from the check */
+} uc_verdict_info;
+/* 1 (once) when every timed execution has been read: *out says which plan won. Never waits. */
+int uc_verify_verdict(uc_verify *v, uc_verdict_info *out);
 
 /* ---- planning (uc_plan.c) ---- */
 
@@ -209,9 +279,19 @@ typedef struct {
  * none can be had right now (pass through, nothing cached). Never holds a lock while planning. *fresh (if not
  * NULL) is set to 1 when the planner was asked. */
 uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh);
+/* The same under batch-size policy `policy` (an index of UCUDNN_BATCH_SIZE_POLICY's choices). */
+uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh);
+/* Ask the planner for exactly this limit, past the in-memory cache (which may hold a plan made under a larger
+ * limit): its answer knows whether a check on real executions already settled this decision. NULL if no planner
+ * answered. */
+uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
+/* device name + real library version + backend, as the planner's requests carry it */
+void uc_backend_id(char *buf, size_t len);
 /* The planner to use now (finding it at the first call); NULL with *transient set while another thread is still
  * looking (the caller passes the call through uncached rather than wait: that thread may want a GIL we hold). */
 ucudnn_planner_fn uc_get_planner(int *transient);
+/* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
+ucudnn_recorder_fn uc_get_recorder(void);
 /* 1 deterministic, 0 not, -1 not reported; several rows per algorithm (math types): any deterministic one counts. */
 int uc_row_determinism(const ucudnn_perf *rows, int n, int algo);
 /* Determinism of `algo` as the real library reports it at the call's N (unknown counts as deterministic). */
@@ -257,7 +337,7 @@ int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char
 typedef struct {
     atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
-        exec_recoveries, missing_real, divisions, clears;
+        exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

@@ -84,6 +84,21 @@ UC_EXPORT int ucudnn_benchmark(void *ctx, int batch, ucudnn_perf *out, int capac
     return st;
 }
 
+UC_EXPORT int ucudnn_measure_call_cost(void *ctx, double *ms)
+{
+    if (!ctx || !ms)
+        return uc_status(UC_ST_BAD_PARAM);
+    pthread_mutex_lock(&bench_lock);
+    bench_ctx *b = live;
+    while (b && b->token != (uintptr_t)ctx)
+        b = b->next;
+    int st = b ? uc_probe_call_cost(b->call->handle, ms) : uc_status(UC_ST_BAD_PARAM);
+    pthread_mutex_unlock(&bench_lock);
+    if (!b)
+        uc_log(UC_LOG_WARNING, "ucudnn_measure_call_cost: bench_ctx is not a request being planned");
+    return st;
+}
+
 /* ---- the built-in fallback: one undivided micro-batch ---- */
 
 static int fallback_plan(const uc_call *c, const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
@@ -260,6 +275,7 @@ static uc_plan *build_plan(const uc_call *c, const ucudnn_plan_request *req, con
     p->workspace = ws_max > rep->workspace_bytes ? ws_max : rep->workspace_bytes;
     p->time_ms = rep->time_ms;
     p->deterministic = rep->deterministic != 0;
+    p->verified = rep->verified == 1;
     /* Reported algorithm: the largest micro-batch's. A non-deterministic plan reports, where it can, one of its
      * non-deterministic algorithms, so a caller executing it is recognised as not asking for determinism. */
     ucudnn_perf rows[UC_MAX_ROWS];
@@ -322,7 +338,7 @@ static uc_plan *stored_plan(const uc_call *c, const ucudnn_plan_request *req, uc
     return p;
 }
 
-static void backend_id(char *buf, size_t len)
+void uc_backend_id(char *buf, size_t len)
 {
     const uc_real_table *r = uc_real();
     char device[256] = "host";
@@ -351,11 +367,11 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     }
     uc_kernel_text(k, key, key_len + 1);
     char backend[PATH_MAX + 300];
-    backend_id(backend, sizeof backend);
+    uc_backend_id(backend, sizeof backend);
     bench_ctx ctx = {NULL, c, atomic_fetch_add(&next_token, 2)};
     ucudnn_plan_request req = {UCUDNN_ABI_VERSION, k->op, key, backend, n, limit, uc_cfg_policy_name(policy),
                                det, uc_algo_count(k->op), (void *)ctx.token};
-    ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0};
+    ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0, 0};
 
     int transient = 0, source = UC_SRC_PLANNER, rc = 0;
     uc_plan *p = NULL;
@@ -385,7 +401,7 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
         if (!atomic_exchange(&fallback_announced, 1))
             uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
                                    "algorithm that fits (built-in fallback)");
-        rep = (ucudnn_plan_reply){0, n, mbs, 0.0f, 0, 0};
+        rep = (ucudnn_plan_reply){0, n, mbs, 0.0f, 0, 0, 0};
         source = UC_SRC_FALLBACK;
         rc = fallback_plan(c, &req, &rep);
     }
@@ -420,9 +436,26 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     return p;
 }
 
+uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det)
+{
+    int transient = 0;
+    if (!uc_get_planner(&transient))
+        return NULL; /* only a planner knows what a check settled */
+    uc_plan *p = make_plan(c, limit, uc_cfg_policy(), det);
+    if (p && p->count == 0) {
+        uc_plan_release(p);
+        p = NULL;
+    }
+    return p;
+}
+
 uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
 {
-    int policy = uc_cfg_policy();
+    return uc_get_plan_as(c, limit, det, uc_cfg_policy(), fresh);
+}
+
+uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh)
+{
     uint64_t view = uc_cache_view();
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det, limit, 0);

@@ -26,6 +26,19 @@ UC_EXPORT int ucudnn_set_planner(ucudnn_planner_fn planner)
     return 0;
 }
 
+static ucudnn_recorder_fn _Atomic recorder;
+
+UC_EXPORT int ucudnn_set_recorder(ucudnn_recorder_fn fn)
+{
+    atomic_store(&recorder, fn);
+    return 0;
+}
+
+ucudnn_recorder_fn uc_get_recorder(void)
+{
+    return atomic_load(&recorder);
+}
+
 static void python_import(void)
 {
     int (*finalizing)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");

@@ -2,11 +2,13 @@
  * What the framework is told: Get*_v7, Find*, Find*Ex and the workspace-size queries.
  *
  * The real library answers first (its failure is returned unchanged: the shim never succeeds where cuDNN
- * would fail on the arguments). Then entry 0 is the plan (predicted time, the plan's workspace, determinism
- * only if every micro-batch's algorithm is, the math type of the reported micro-batch); if that plan is not
- * deterministic, a deterministic plan follows, so frameworks that keep only deterministic results still get a
- * plan; then the real rows without the algorithms already listed, all within requestedAlgoCount, with
- * *returnedAlgoCount always set.
+ * would fail on the arguments). Then the time/workspace front of plans, fastest first (each row: predicted
+ * time, the plan's workspace, determinism only if every micro-batch's algorithm is, the math type of the
+ * reported micro-batch), so a framework that takes the first entry whose workspace it can allocate (PyTorch's
+ * legacy path does) lands on the fastest plan that fits its free memory, and executing with that entry's
+ * workspace runs that plan. If any listed plan is not deterministic, the fastest deterministic plan follows, so
+ * frameworks that keep only deterministic results still get a plan; then the real rows of algorithms not listed,
+ * all within requestedAlgoCount, with *returnedAlgoCount always set.
  */
 #include <string.h>
 
@@ -25,25 +27,65 @@ static ucudnn_perf plan_row(const uc_plan *p)
     return row;
 }
 
+/* Most plans of the time/workspace front listed: enough to reach from the fastest to the least workspace in a
+ * handful of steps (a powerOfTwo front holds about a dozen). */
+#define UC_MAX_FRONT 16
+
+static int same_row(const ucudnn_perf *a, const ucudnn_perf *b)
+{
+    return a->algo == b->algo && a->memory == b->memory;
+}
+
 static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, const ucudnn_perf *real_rows,
                             int nreal, int requested, int *returned, void *out)
 {
-    ucudnn_perf rows[UC_MAX_ROWS + 2];
-    int n = 0, planned = 0;
+    ucudnn_perf rows[UC_MAX_FRONT + 1 + UC_MAX_ROWS];
+    int n = 0;
     if (real_status == 0) {
-        uc_plan *p = uc_get_plan(c, limit, 0, NULL);
-        if (p && p->count > 0) {
-            rows[n++] = plan_row(p);
-            if (!p->deterministic) {
-                uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
-                if (pd && pd->count > 0 && pd->algo0 != p->algo0)
-                    rows[n++] = plan_row(pd);
-                uc_plan_release(pd);
+        /* The front: the fastest plan within the limit, then the fastest within one byte less than its
+         * workspace, and so on down to the least workspace. Each step is the planner's exact optimum there. */
+        ucudnn_perf front[UC_MAX_FRONT];
+        int nf = 0, all_det = 1;
+        size_t lim = limit;
+        while (nf < UC_MAX_FRONT) {
+            uc_plan *p = uc_get_plan(c, lim, 0, NULL);
+            int ok = p && p->count > 0;
+            size_t ws = ok ? p->workspace : 0;
+            if (ok) {
+                front[nf++] = plan_row(p);
+                all_det = all_det && p->deterministic;
             }
+            uc_plan_release(p);
+            if (!ok || ws == 0)
+                break;
+            lim = ws - 1;
         }
-        uc_plan_release(p);
-        planned = n;
+        /* Fewer rows asked for than the front holds: the fastest, the least workspace, and evenly between (a
+         * framework short of memory must still find the small end); one row kept for a deterministic plan. */
+        int room = requested - (all_det ? 0 : 1);
+        room = room < 1 ? 1 : room;
+        if (nf <= room) {
+            memcpy(rows, front, sizeof front[0] * (size_t)nf);
+            n = nf;
+        } else {
+            for (int i = 0; i < room; i++)
+                rows[n++] = front[room == 1 ? 0 : (int)((long long)i * (nf - 1) / (room - 1))];
+        }
+        if (!all_det) {
+            uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
+            if (pd && pd->count > 0) {
+                ucudnn_perf row = plan_row(pd);
+                int listed = 0;
+                for (int j = 0; j < n; j++)
+                    listed = listed || same_row(&rows[j], &row);
+                if (!listed)
+                    rows[n++] = row;
+            }
+            uc_plan_release(pd);
+        }
     }
+    /* A real row whose algorithm labels a plan is left out: its workspace query answers the plan's workspace. */
+    int planned = n;
     for (int i = 0; i < nreal; i++) {
         int listed = 0;
         for (int j = 0; j < planned; j++)
@@ -246,9 +288,9 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
         return (cudnnStatus_t)st;
     if (n < 0 || n > UC_MAX_ROWS)
         n = 0;
-    size_t limit = uc_cfg_planning_limit();
+    size_t ws_cap = uc_cfg_exec_cap();
     uc_call c = {handle, &k, x, y, w, conv};
-    return answer(&c, ws_bytes < limit ? ws_bytes : limit, st, rows, n, requested, returned, out);
+    return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithmEx(

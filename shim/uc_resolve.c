@@ -46,10 +46,12 @@ static void fill_from(void *handle)
 #define UC_EXEC UC_ONE
 #define UC_QUERY UC_ONE
 #define UC_REAL UC_ONE
+#define UC_OPT UC_ONE
 #include "hooks.def"
 #undef UC_EXEC
 #undef UC_QUERY
 #undef UC_REAL
+#undef UC_OPT
 #undef UC_ONE
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,28 @@ class PlanKey:
             min(self.workspace_limit_bytes, _SQLITE_INT_MAX),
             int(self.deterministic_only),
         )
+
+
+Steps = tuple[tuple[int, int, int], ...]  # (batch, algo, math_type) per micro-batch, in order
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A micro-batched plan checked on real executions against the undivided choice for the same workspace
+    (``plan_key.workspace_limit_bytes`` is that workspace). Times are measured medians per execution, in ms."""
+
+    plan_key: PlanKey
+    plan: Steps
+    undivided: Steps
+    kept: bool
+    plan_ms: float
+    undivided_ms: float
+    samples: int
+
+
+def steps_json(steps: Sequence[tuple[int, int, int]]) -> str:
+    """The canonical text of a plan's steps, as the plans and verdicts tables store it."""
+    return json.dumps([list(step) for step in steps])
 
 
 def canonical_policy(name: str) -> str:

@@ -126,11 +126,12 @@ def _plan(request: Any, reply: Any) -> int:
             log.info("benchmark of %s at batch %d failed (status %d); not using that size", key, batch, exc.status)
             return []
 
+    backend_id = _text(request.backend_id, "backend_id")
     # Workspace Division when a total budget is set: the kernel is planned under its share of it.
     plan_with: Planner | Network = network() if _total_budget() > 0 else planner()
     result = plan_with.plan(
         key=key,
-        backend_id=_text(request.backend_id, "backend_id"),
+        backend_id=backend_id,
         batch=int(request.batch),
         workspace_limit_bytes=int(request.workspace_limit_bytes),
         policy=_text(request.policy, "policy"),
@@ -138,6 +139,7 @@ def _plan(request: Any, reply: Any) -> int:
         algo_count=algo_count,
         benchmark=benchmark,
         op=int(request.op),
+        call_cost=lambda: bridge.measure_call_cost(bench_ctx),
     )
     plan = result.plan
     if plan is None:
@@ -159,7 +161,12 @@ def _plan(request: Any, reply: Any) -> int:
     reply.time_ms = float(plan.time_ms)
     reply.workspace_bytes = int(plan.workspace_bytes)
     reply.deterministic = 1 if plan.deterministic else 0
+    reply.verified = 1 if result.verified else 0
     return PLAN_OK
+
+
+def _steps(mbs: Any, count: int) -> tuple[tuple[int, int, int], ...]:
+    return tuple((int(mbs[i].batch), int(mbs[i].algo), int(mbs[i].math_type)) for i in range(count))
 
 
 def _report_escape(exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -183,6 +190,39 @@ def _ucudnn_py_planner(request: Any, reply: Any) -> int:
         return PLAN_ERROR
 
 
+@ffi.def_extern(onerror=_report_escape)  # type: ignore[untyped-decorator]
+def _ucudnn_py_recorder(verdict: Any) -> None:
+    """Called by the shim when a check of a new micro-batched plan on real executions is over (GIL taken by
+    cffi): stores the verdict, so later runs skip the check. Never raises into C."""
+    try:
+        if verdict.abi_version != bridge.ABI_VERSION or verdict.plan_count < 1:
+            return
+        from ucudnn.cache import PlanKey, Verdict
+
+        pk = PlanKey(
+            _text(verdict.key, "key"),
+            _text(verdict.backend_id, "backend_id"),
+            int(verdict.batch),
+            _text(verdict.policy, "policy"),
+            int(verdict.workspace_limit_bytes),
+            bool(verdict.deterministic_only),
+        )
+        undivided = ((int(verdict.undivided.batch), int(verdict.undivided.algo), int(verdict.undivided.math_type)),)
+        planner().record_verdict(
+            Verdict(
+                pk,
+                _steps(verdict.plan, int(verdict.plan_count)),
+                undivided,
+                bool(verdict.kept),
+                float(verdict.plan_ms),
+                float(verdict.undivided_ms),
+                int(verdict.samples),
+            )
+        )
+    except BaseException as exc:
+        log.error("recording a verdict failed (%s: %s)", type(exc).__name__, exc)
+
+
 def register() -> bool:
     """Register the planner with the shim; False (and nothing done) when the shim is not loaded."""
     global _registered
@@ -190,6 +230,8 @@ def register() -> bool:
         return False
     status: int = lib.ucudnn_bridge_set_planner(lib._ucudnn_py_planner)
     _registered = status == 0
+    if _registered:
+        lib.ucudnn_bridge_set_recorder(lib._ucudnn_py_recorder)
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
     else:
@@ -216,6 +258,7 @@ def unregister() -> None:
     """Withdraw the planner, so the shim never calls into an interpreter that is shutting down."""
     global _registered
     if _registered:
+        lib.ucudnn_bridge_set_recorder(ffi.NULL)
         lib.ucudnn_bridge_set_planner(ffi.NULL)
         _registered = False
 

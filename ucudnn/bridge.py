@@ -139,6 +139,13 @@ def last_plan() -> dict[str, Any]:
     return result
 
 
+def measure_call_cost(bench_ctx: Any) -> float:
+    """The host time of one cuDNN call on the handle of the request being planned, in ms (ucudnn.h)."""
+    out = ffi.new("double *")
+    _check(lib.ucudnn_bridge_measure_call_cost(bench_ctx, out), "ucudnn_measure_call_cost")
+    return float(out[0])
+
+
 def benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
     """Benchmark the kernel of the request being planned at N = ``batch`` (all algorithms, GIL released).
 

@@ -40,13 +40,17 @@ from ucudnn._cache_rows import (
     BenchmarkRow,
     CacheError,
     PlanKey,
+    Verdict,
     check_key,
     check_positive,
+    is_int,
     is_time,
     loads_or_raw,
+    parse_steps,
     validate_import,
     validate_plan_row,
 )
+from ucudnn._cache_rows import steps_json as _steps_json
 from ucudnn.log import get_logger
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
@@ -58,6 +62,7 @@ __all__ = [
     "Cache",
     "CacheError",
     "PlanKey",
+    "Verdict",
 ]
 
 log = get_logger("cache")
@@ -102,6 +107,37 @@ _SCHEMA = (
         created_at REAL,
         PRIMARY KEY (key, backend_id, batch, policy, workspace_limit, deterministic_only)
     )""",
+)
+# Tables added after schema version 1 was released: created where missing (an older cache keeps working), and
+# optional to readers (a read-only older cache simply has no verdicts or device facts).
+_ADDED = (
+    # Checks of micro-batched plans on real executions (see the preload library's uc_verify.c): under a plan key
+    # whose limit is the workspace of the executions, the plan checked and the undivided choice it was checked
+    # against, their measured medians, and which was kept.
+    """CREATE TABLE IF NOT EXISTS verdicts (
+        key TEXT NOT NULL,
+        backend_id TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        policy TEXT NOT NULL,
+        workspace_limit INTEGER NOT NULL,
+        deterministic_only INTEGER NOT NULL,
+        plan_json TEXT NOT NULL,
+        undivided_json TEXT NOT NULL,
+        kept INTEGER NOT NULL,
+        plan_ms REAL NOT NULL,
+        undivided_ms REAL NOT NULL,
+        samples INTEGER NOT NULL,
+        measured_at REAL NOT NULL,
+        PRIMARY KEY (key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json)
+    ) WITHOUT ROWID""",
+    # Facts measured once per device (backend id), e.g. the host cost of one call.
+    """CREATE TABLE IF NOT EXISTS device_facts (
+        backend_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value REAL NOT NULL,
+        measured_at REAL NOT NULL,
+        PRIMARY KEY (backend_id, name)
+    ) WITHOUT ROWID""",
 )
 _TABLES = frozenset({"benchmark_runs", "benchmarks", "plans"})
 
@@ -228,6 +264,11 @@ class Cache:
         conn.execute("PRAGMA synchronous = NORMAL")
         if fresh:
             self._init_schema(conn)
+        try:
+            for statement in _ADDED:
+                conn.execute(statement)
+        except sqlite3.OperationalError as exc:  # read-only file or directory: read what is there
+            log.debug("%s: cannot add tables (%s)", self.path, exc)
 
     @staticmethod
     def _classify(conn: sqlite3.Connection) -> bool:
@@ -432,7 +473,7 @@ class Cache:
             raise CacheError(f"plan needs {plan.workspace_bytes} B, over the limit {pk.workspace_limit_bytes} B")
         if not is_time(plan.time_ms):
             raise CacheError(f"plan time {plan.time_ms!r} ms is not a finite non-negative number")
-        plan_json = json.dumps([[mb.batch, mb.algo, mb.math_type] for mb in plan.micro_batches])
+        plan_json = _steps_json([(mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches])
         params = (*pk.params(), plan_json, float(plan.time_ms), int(plan.workspace_bytes), time.time())
         self._write(
             lambda conn: conn.execute(
@@ -483,6 +524,63 @@ class Cache:
                 raise CacheError(f"algo {algo} at b={b} is not deterministic")
             micro.append(MicroBatch.from_perf(perf))
         return Plan(tuple(micro))
+
+    # ---------------------------------------------------------------- verdicts and device facts
+
+    def put_verdict(self, v: Verdict) -> None:
+        """Store the outcome of a check on real executions (replacing an earlier one for the same plan)."""
+        params = (*v.plan_key.params(), _steps_json(v.plan), _steps_json(v.undivided), int(v.kept))
+        self._write(
+            lambda conn: conn.execute(
+                "INSERT OR REPLACE INTO verdicts (key, backend_id, batch, policy, workspace_limit, deterministic_only, "
+                "plan_json, undivided_json, kept, plan_ms, undivided_ms, samples, measured_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*params, float(v.plan_ms), float(v.undivided_ms), int(v.samples), time.time()),
+            )
+        )
+
+    def get_verdict(self, pk: PlanKey, plan: Sequence[tuple[int, int, int]]) -> Verdict | None:
+        """The stored check of ``plan`` (``(batch, algo, math_type)`` steps) under ``pk``, or None. A malformed
+        row is ignored with a warning (the plan is then checked again)."""
+        try:
+            rows = self._read(
+                "SELECT undivided_json, kept, plan_ms, undivided_ms, samples FROM verdicts WHERE key = ? AND "
+                "backend_id = ? AND batch = ? AND policy = ? AND workspace_limit = ? AND deterministic_only = ? "
+                "AND plan_json = ?",
+                (*pk.params(), _steps_json(plan)),
+            )
+        except sqlite3.OperationalError:  # an older read-only cache without the table
+            return None
+        if not rows:
+            return None
+        undivided_json, kept, plan_ms, undivided_ms, samples = rows[0]
+        try:
+            steps = parse_steps(loads_or_raw(undivided_json), pk.batch, "undivided", None)
+            if kept not in (0, 1) or not is_time(plan_ms) or not is_time(undivided_ms) or not is_int(samples, 1):
+                raise CacheError("kept, times or samples out of range")
+        except CacheError as exc:
+            log.warning("ignoring a bad verdict in %s for %s at N=%d: %s", self, pk.key, pk.batch, exc)
+            return None
+        return Verdict(pk, tuple(plan), tuple(steps), bool(kept), float(plan_ms), float(undivided_ms), int(samples))
+
+    def put_fact(self, backend_id: str, name: str, value: float) -> None:
+        """Store a fact measured once per device (e.g. ``call_cost_ms``)."""
+        check_key(name, backend_id)
+        if not is_time(value):
+            raise CacheError(f"{name}={value!r} is not a finite non-negative number")
+        self._write(
+            lambda conn: conn.execute(
+                "INSERT OR REPLACE INTO device_facts (backend_id, name, value, measured_at) VALUES (?, ?, ?, ?)",
+                (backend_id, name, float(value), time.time()),
+            )
+        )
+
+    def get_fact(self, backend_id: str, name: str) -> float | None:
+        try:
+            rows = self._read("SELECT value FROM device_facts WHERE backend_id = ? AND name = ?", (backend_id, name))
+        except sqlite3.OperationalError:
+            return None
+        return float(rows[0][0]) if rows and is_time(rows[0][0]) else None
 
     # ---------------------------------------------------------------- maintenance (the `ucudnn db` CLI)
 

@@ -22,6 +22,9 @@ class Kind(enum.Enum):
     CHOICE = "choice"  # one of `choices` (case-insensitive)
     PATH = "path"  # a file path; empty means unset
     STRING = "string"
+    LIMIT = "size or auto"  # a SIZE, or `auto`: no limit of ucudnn's own (the caller's workspace decides)
+    COUNT = "count"  # a non-negative integer
+    FRACTION = "fraction"  # a non-negative decimal such as 0.02
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,11 @@ class Var:
 VARIABLES: tuple[Var, ...] = (
     Var(
         "UCUDNN_DEFAULT_WORKSPACE_LIMIT",
-        Kind.SIZE,
-        "64MiB",
-        "Per-kernel workspace limit (Workspace Reuse) when the caller gives none: a workspace-size query or "
-        "Get/Find call. Find*Ex caps it at the workspace the caller offers.",
+        Kind.LIMIT,
+        "auto",
+        "`auto`: no cap of ucudnn's own, the framework's workspace decides (Find*Ex and execution: the workspace "
+        "passed; Get*_v7/Find*: a Pareto list of plans, fastest first, bounded by the free device memory when "
+        "known). A size (e.g. 64MiB): a per-kernel cap on every call, as in the original μ-cuDNN.",
     ),
     Var(
         "UCUDNN_TOTAL_WORKSPACE_SIZE",
@@ -119,6 +123,38 @@ VARIABLES: tuple[Var, ...] = (
         "yet: benchmarks run on the caller's device, and a list of more than one device says so once.",
     ),
     Var(
+        "UCUDNN_VERIFY_SAMPLES",
+        Kind.COUNT,
+        "3",
+        "Timed executions per side when a new micro-batched plan is checked against the undivided choice that "
+        "fits the same workspace (after one untimed warm-up each; 0: no check, plans are trusted).",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_VERIFY_MARGIN",
+        Kind.FRACTION,
+        "0.02",
+        "A checked micro-batched plan is kept only if its median time is at least this fraction below the "
+        "undivided choice's; otherwise (a tie or slower) the undivided choice runs from then on.",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_HOST_DEVICE_MEMORY",
+        Kind.SIZE,
+        "0",
+        "Stand-in for the free device memory where no GPU reports one (the host backend): it bounds the plans "
+        "Get*_v7/Find* list under `auto` (0: unknown, no bound).",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_HOST_FIND_SKEW",
+        Kind.STRING,
+        "",
+        "Host backend only, for tests: `<op>:<algo>:<factor>` (op fwd, bwd_data or bwd_filter) makes Find* report "
+        "factor x that algorithm's true time, so a plan can look faster than it runs.",
+        readers=("host",),
+    ),
+    Var(
         "UCUDNN_HOST_TIMING",
         Kind.CHOICE,
         "measure",
@@ -153,6 +189,8 @@ _UNITS = {
     "TB": 1000**4,
     "TIB": 1024**4,
 }
+_FRACTION_RE = re.compile(r"^\s*[0-9]{1,9}(?:\.[0-9]{1,9})?\s*$")
+_COUNT_RE = re.compile(r"^\s*[0-9]{1,9}\s*$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -170,14 +208,20 @@ def parse_size(text: str, *, name: str = "size") -> int:
 
 
 def parse_fraction(text: str, *, name: str = "value") -> float:
-    """Parse a non-negative finite decimal such as ``0.25`` (for UCUDNN_TIME_SLACK)."""
-    try:
-        value = float(text.strip())
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < float("inf"):
+    """Parse a non-negative decimal such as ``0.25`` (digits, optionally a point and digits: the shim's rule)."""
+    if not _FRACTION_RE.match(text):
         raise ConfigError(f"{name}={text!r}: expected a non-negative number such as 0 or 0.25")
-    return value
+    return float(text.strip())
+
+
+def parse_count(text: str, *, name: str = "value") -> int:
+    """Parse a non-negative integer such as ``3``."""
+    if not _COUNT_RE.match(text):
+        raise ConfigError(f"{name}={text!r}: expected a non-negative integer such as 0 or 3")
+    return int(text.strip())
+
+
+AUTO = "auto"
 
 
 def format_size(n_bytes: int) -> str:
@@ -188,10 +232,23 @@ def format_size(n_bytes: int) -> str:
     return f"{n_bytes}B"
 
 
-def parse(var: Var, text: str) -> int | bool | str:
+def parse(var: Var, text: str) -> int | bool | str | float:
     """Parse one variable's textual value; raises ConfigError naming the variable and the accepted values."""
     if var.kind is Kind.SIZE:
         return parse_size(text, name=var.name)
+    if var.kind is Kind.LIMIT:
+        if text.strip().lower() == AUTO:
+            return AUTO
+        try:
+            return parse_size(text, name=var.name)
+        except ConfigError:
+            raise ConfigError(
+                f"{var.name}={text!r}: expected auto, bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)"
+            ) from None
+    if var.kind is Kind.COUNT:
+        return parse_count(text, name=var.name)
+    if var.kind is Kind.FRACTION:
+        return parse_fraction(text, name=var.name)
     if var.kind is Kind.BOOL:
         low = text.strip().lower()
         if low in _TRUE:
@@ -207,7 +264,7 @@ def parse(var: Var, text: str) -> int | bool | str:
     return text
 
 
-def get(name: str, environ: Mapping[str, str] | None = None) -> int | bool | str:
+def get(name: str, environ: Mapping[str, str] | None = None) -> int | bool | str | float:
     """The parsed value of variable ``name`` from ``environ`` (default: os.environ), else its default."""
     var = BY_NAME[name]
     env = os.environ if environ is None else environ

@@ -199,9 +199,12 @@ class Network:
         algo_count: int,
         benchmark: Benchmark,
         op: int | None = None,
+        call_cost: Callable[[], float] | None = None,
     ) -> PlanResult:
         """:meth:`Planner.plan` under the kernel's share of the budget (joining the network if new); plain
         :meth:`Planner.plan` when no budget is set."""
+        if call_cost is not None:  # before any front is computed: fronts charge each micro-batch for its call
+            self.planner.learn_call_cost(backend_id, call_cost)
         settings = self.planner.settings()
         budget = settings.total_workspace_bytes or 0
         args: dict[str, Any] = {

@@ -9,20 +9,23 @@ later request; algorithms that could not run come back with an infinite time and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ucudnn import config
 from ucudnn import policy as _policy
-from ucudnn.cache import Cache, CacheError, PlanKey
+from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
     BatchSizePolicy,
     DivisionResult,
     KernelOptions,
+    MicroBatch,
     Plan,
     PlanResult,
     Status,
@@ -33,7 +36,10 @@ from ucudnn.optimizer import (
     parse_policy,
 )
 
-__all__ = ["Benchmark", "NetworkKernel", "Planner"]
+__all__ = ["CALL_COST", "Benchmark", "NetworkKernel", "Planner"]
+
+# The device fact the planner keeps: the host time of one cuDNN call, in ms.
+CALL_COST = "call_cost_ms"
 
 log = get_logger("planner")
 
@@ -64,6 +70,13 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
+def _floored(plan: Plan, floor: float) -> Plan:
+    """``plan`` with every micro-batch charged at least ``floor`` ms."""
+    if all(mb.time_ms >= floor for mb in plan.micro_batches):
+        return plan
+    return Plan(tuple(dataclasses.replace(mb, time_ms=max(mb.time_ms, floor)) for mb in plan.micro_batches))
+
+
 def _pick_with_slack(front: Sequence[Plan], slack: float) -> PlanResult:
     """The least-workspace plan of a Pareto front whose time is within (1 + slack) of the fastest."""
     if not front:
@@ -88,6 +101,52 @@ class Planner:
     def __init__(self, cache: Cache | None = None, *, policy: _policy.WorkspacePolicy | None = None) -> None:
         self.cache = cache if cache is not None else Cache.in_memory()
         self.policy = policy
+        self._call_costs: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def learn_call_cost(self, backend_id: str, measure: Callable[[], float]) -> float:
+        """The host time of one call on the device of ``backend_id`` (ms): from memory, else the cache, else
+        ``measure()`` (stored in the cache: measured once per device). Every micro-batch of a plan is charged at
+        least this, so a plan of k micro-batches is never predicted faster than k calls can be issued. 0 when
+        it cannot be measured."""
+        with self._lock:
+            known = self._call_costs.get(backend_id)
+        if known is not None:
+            return known
+        try:
+            cost = self.cache.get_fact(backend_id, CALL_COST)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot read the call cost from %s (%s); measuring it", self.cache, exc)
+            cost = None
+        if cost is None:
+            try:
+                cost = float(measure())
+            except Exception as exc:  # no cost model is better than no plan
+                log.warning("cannot measure the host cost of a call (%s); plans are not charged for it", exc)
+                return 0.0
+            if not (0.0 <= cost < math.inf):
+                log.warning("measured a call cost of %r ms; plans are not charged for it", cost)
+                return 0.0
+            log.info("host cost of one call on %s: %.4g ms", backend_id, cost)
+            try:
+                self.cache.put_fact(backend_id, CALL_COST, cost)
+            except (sqlite3.Error, CacheError) as exc:
+                log.warning("cannot store the call cost in %s: %s", self.cache, exc)
+        with self._lock:
+            self._call_costs[backend_id] = cost
+        return cost
+
+    def call_cost_ms(self, backend_id: str) -> float:
+        """The call cost learned for ``backend_id`` (0 if none was)."""
+        with self._lock:
+            return self._call_costs.get(backend_id, 0.0)
+
+    def record_verdict(self, verdict: Verdict) -> None:
+        """Store the outcome of a check on real executions, so that later plans for the same workspace skip it."""
+        try:
+            self.cache.put_verdict(verdict)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot store a verdict in %s: %s", self.cache, exc)
 
     def settings(self) -> _policy.WorkspacePolicy:
         """The Python-side settings in force for this planner (its own policy, else ``ucudnn.policy.current()``)."""
@@ -114,8 +173,12 @@ class Planner:
         algo_count: int,
         benchmark: Benchmark,
         op: int | None = None,
+        call_cost: Callable[[], float] | None = None,
     ) -> PlanResult:
         """The plan for one kernel at mini-batch ``batch`` whose workspace is at most ``workspace_limit_bytes``.
+
+        ``call_cost`` measures the host time of one call (ms) if the device has none stored yet (see
+        :meth:`learn_call_cost`).
 
         A stored plan is returned without benchmarking; otherwise the candidate sizes the cache lacks are
         benchmarked (largest first), stored, and the optimizer run. Status OPTIMAL carries the plan; INFEASIBLE
@@ -140,13 +203,14 @@ class Planner:
         persist = slack == 0.0
         pk = PlanKey(key, backend_id, batch, pol.value, limit, deterministic)
 
+        floor = self.call_cost_ms(backend_id) if call_cost is None else self.learn_call_cost(backend_id, call_cost)
         if persist:
             hit = self._cached_plan(pk, algo_count)
             if hit is not None:
                 log.debug("cached plan for %s at N=%d: %d micro-batch(es)", key, batch, len(hit.micro_batches))
-                return PlanResult(Status.OPTIMAL, hit, "cached plan")
+                return self._checked(pk, PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan"), floor)
 
-        measured = self._measure(key, backend_id, candidate_batch_sizes(batch, pol), algo_count, benchmark)
+        measured = self._measure(key, backend_id, candidate_batch_sizes(batch, pol), algo_count, benchmark, floor)
         if slack == 0.0:
             result = best_plan(
                 measured.perfs, batch=batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
@@ -174,7 +238,37 @@ class Planner:
             )
         else:
             log.info("no plan for %s at N=%d under %d B: %s", key, batch, limit, result.message)
-        return result
+        return self._checked(pk, result, floor)
+
+    def _checked(self, pk: PlanKey, result: PlanResult, floor: float) -> PlanResult:
+        """``result`` with what a stored check on real executions says about its plan under ``pk``: kept (the
+        plan, verified), or replaced by the undivided choice it lost to (that plan, verified)."""
+        plan = result.plan
+        if plan is None or len(plan.micro_batches) < 2:
+            return result
+        steps = [(mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches]
+        try:
+            verdict = self.cache.get_verdict(pk, steps)
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot read verdicts from %s (%s); the plan will be checked again", self.cache, exc)
+            return result
+        if verdict is None:
+            return result
+        if verdict.kept:
+            return dataclasses.replace(result, message=result.message + "; kept by a check", verified=True)
+        (b, algo, math_type), *_ = verdict.undivided
+        try:
+            rows = self.cache.get_benchmark(pk.key, pk.backend_id, b) or []
+        except (sqlite3.Error, CacheError):
+            rows = []
+        perf = next((p for p in rows if (p.algo, p.math_type) == (algo, math_type)), None)
+        if perf is None or perf.workspace_bytes > pk.workspace_limit_bytes or (
+            pk.deterministic_only and not perf.deterministic
+        ):
+            return result  # the undivided choice no longer fits what is asked: check again
+        undivided = _floored(Plan((MicroBatch.from_perf(perf),)), floor)
+        why = f"undivided: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms micro-batched"
+        return PlanResult(Status.OPTIMAL, undivided, why, verified=True)
 
     def plan_network(
         self,
@@ -233,7 +327,8 @@ class Planner:
             workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
         )
         sizes = candidate_batch_sizes(kernel.batch, pol)
-        measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark)
+        floor = self.call_cost_ms(backend_id)
+        measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor)
         return pareto_front(
             measured.perfs,
             batch=kernel.batch,
@@ -258,10 +353,10 @@ class Planner:
             log.warning("cannot store a plan in %s: %s", self.cache, exc)
 
     def _measure(
-        self, key: str, backend_id: str, sizes: Sequence[int], algo_count: int, benchmark: Benchmark
+        self, key: str, backend_id: str, sizes: Sequence[int], algo_count: int, benchmark: Benchmark, floor: float
     ) -> _Measured:
         """Usable measurements at ``sizes`` (cached where possible), with algorithms outside range(algo_count)
-        and algorithms that could not run dropped."""
+        and algorithms that could not run dropped, each time at least ``floor`` ms (the cost of a call)."""
         try:
             stored = self.cache.get_benchmarks(key, backend_id, sizes)
         except (sqlite3.Error, CacheError) as exc:
@@ -281,7 +376,7 @@ class Planner:
                 log.warning("cannot store benchmarks of %s at b=%d in %s: %s", key, b, self.cache, exc)
             stored[b] = rows
         perfs = tuple(
-            p
+            p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor)
             for b in sorted(stored)
             for p in stored[b]
             if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0

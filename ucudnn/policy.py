@@ -105,7 +105,8 @@ class WorkspacePolicy:
     """How convolutions are planned.
 
     ``batch_size_policy``: candidate micro-batch sizes (``undivided``, ``powerOfTwo``, ``all``).
-    ``workspace_limit_bytes``: per-kernel limit used when the caller gives none (Workspace Reuse).
+    ``workspace_limit_bytes``: per-kernel limit (Workspace Reuse); None (the default, ``auto``): no limit of
+    ucudnn's own, the framework's workspace decides (the workspace it passes; the Pareto list of Get/Find).
     ``total_workspace_bytes``: one network-wide budget for Workspace Division (None: off).
     ``deterministic_only``: only deterministic algorithms, whatever callers ask.
     ``time_slack``: accept a plan up to this fraction slower than the fastest if it needs less workspace.
@@ -114,7 +115,7 @@ class WorkspacePolicy:
     """
 
     batch_size_policy: str = "powerOfTwo"
-    workspace_limit_bytes: int = 64 * MiB
+    workspace_limit_bytes: int | None = None
     total_workspace_bytes: int | None = None
     deterministic_only: bool = False
     time_slack: float = 0.0
@@ -127,7 +128,11 @@ class WorkspacePolicy:
         except config.ConfigError as exc:
             raise PolicyError(str(exc)) from None
         object.__setattr__(self, "batch_size_policy", canonical)
-        object.__setattr__(self, "workspace_limit_bytes", _size(self.workspace_limit_bytes, "workspace_limit_bytes"))
+        limit = self.workspace_limit_bytes
+        if isinstance(limit, str) and limit.strip().lower() == config.AUTO:
+            limit = None
+        limit = None if limit is None else _size(limit, "workspace_limit_bytes")
+        object.__setattr__(self, "workspace_limit_bytes", limit)
         total = self.total_workspace_bytes
         total = None if total is None else _size(total, "total_workspace_bytes")
         object.__setattr__(self, "total_workspace_bytes", total or None)
@@ -148,8 +153,9 @@ class WorkspacePolicy:
     def override_for(self, key: str, op: int | str | None = None) -> KernelOverride | None:
         return next((o for o in self.overrides if o.matches(key, op)), None)
 
-    def limit_for(self, key: str, op: int | str | None = None) -> int:
-        """The per-kernel workspace limit of kernel ``key`` (and ``op``) when the caller gives none, in bytes."""
+    def limit_for(self, key: str, op: int | str | None = None) -> int | None:
+        """The per-kernel workspace limit of kernel ``key`` (and ``op``) in bytes; None: no limit of ucudnn's own
+        (the workspace the framework gives)."""
         found = self.override_for(key, op)
         return self.workspace_limit_bytes if found is None else found.workspace_limit_bytes
 
@@ -157,9 +163,10 @@ class WorkspacePolicy:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkspacePolicy:
         """The policy the UCUDNN_* variables describe; ConfigError names a bad variable."""
         total = int(config.get("UCUDNN_TOTAL_WORKSPACE_SIZE", environ))
+        limit = config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)
         return cls(
             batch_size_policy=str(config.get("UCUDNN_BATCH_SIZE_POLICY", environ)),
-            workspace_limit_bytes=int(config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)),
+            workspace_limit_bytes=None if limit == config.AUTO else int(limit),
             total_workspace_bytes=total or None,
             deterministic_only=bool(config.get("UCUDNN_DETERMINISTIC", environ)),
             time_slack=config.parse_fraction(str(config.get("UCUDNN_TIME_SLACK", environ)), name="UCUDNN_TIME_SLACK"),
@@ -168,7 +175,7 @@ class WorkspacePolicy:
     def _env_items(self) -> dict[str, str]:
         values = (
             self.batch_size_policy,
-            str(self.workspace_limit_bytes),
+            config.AUTO if self.workspace_limit_bytes is None else str(self.workspace_limit_bytes),
             str(self.total_workspace_bytes or 0),
             "1" if self.deterministic_only else "0",
             repr(self.time_slack),
@@ -184,6 +191,9 @@ class WorkspacePolicy:
 
 # Presets. Limits are per kernel unless said otherwise.
 PRESETS: Mapping[str, WorkspacePolicy] = {
+    # The default: no limit of ucudnn's own. Each call gets the fastest plan within the workspace the framework
+    # gives it, and Get/Find list the time/workspace front of plans for the framework to pick from.
+    "auto": WorkspacePolicy(batch_size_policy="powerOfTwo", workspace_limit_bytes=None),
     # What cuDNN alone does under the same limit: one call at the full mini-batch with the fastest algorithm
     # whose workspace fits. The baseline every other preset is measured against.
     "cudnn": WorkspacePolicy(batch_size_policy="undivided", workspace_limit_bytes=64 * MiB),

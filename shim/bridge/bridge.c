@@ -21,6 +21,8 @@ typedef int (*set_option_fn)(const char *, const char *);
 typedef void (*clear_plans_fn)(void);
 typedef size_t (*json_fn)(char *, size_t);
 typedef int (*note_division_fn)(int, size_t, size_t, double);
+typedef int (*set_recorder_fn)(ucudnn_recorder_fn);
+typedef int (*call_cost_fn)(void *, double *);
 
 static void *lookup(_Atomic(void *) *slot, const char *name)
 {
@@ -48,6 +50,8 @@ SHIM_FN(clear_plans_fn, clear_plans)
 SHIM_FN(json_fn, stats_json)
 SHIM_FN(json_fn, last_plan_json)
 SHIM_FN(note_division_fn, note_division)
+SHIM_FN(set_recorder_fn, set_recorder)
+SHIM_FN(call_cost_fn, measure_call_cost)
 
 int ucudnn_bridge_shim_loaded(void)
 {
@@ -130,4 +134,16 @@ int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed)
 int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed)
 {
     return json_call(shim_last_plan_json(), buf, len, needed);
+}
+
+int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder)
+{
+    set_recorder_fn fn = shim_set_recorder();
+    return fn ? fn(recorder) : UCUDNN_BRIDGE_NO_SHIM;
+}
+
+int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms)
+{
+    call_cost_fn fn = shim_measure_call_cost();
+    return fn ? fn(bench_ctx, ms) : UCUDNN_BRIDGE_NO_SHIM;
 }

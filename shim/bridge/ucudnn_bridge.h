@@ -43,6 +43,12 @@ int ucudnn_bridge_clear_plans(void);
 /* ucudnn_note_division(...): 0, -1 (bad arguments), or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
 int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
 
+/* ucudnn_set_recorder(recorder); NULL unregisters. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
+int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder);
+
+/* ucudnn_measure_call_cost(...): 0, a cuDNN status, or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms);
+
 /* ucudnn_stats_json / ucudnn_last_plan_json: *needed gets the length without the NUL; 0 or NO_SHIM. */
 int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed);
 int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed);

@@ -97,6 +97,8 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi.cdef(header_cdef(BRIDGE_SRC / "ucudnn_bridge.h"))
     # The planner the shim calls on a plan-cache miss; defined in ucudnn/_runtime.py with @ffi.def_extern.
     ffi.cdef('extern "Python" int _ucudnn_py_planner(const ucudnn_plan_request *, ucudnn_plan_reply *);')
+    # The recorder of verdicts (checks of new plans on real executions); also in ucudnn/_runtime.py.
+    ffi.cdef('extern "Python" void _ucudnn_py_recorder(const ucudnn_verdict *);')
     version = package_version()
     ffi.set_source(
         MODULE,

@@ -203,6 +203,9 @@ static cudnnStatus_t search(hb_op op, hb_search_kind kind, cudnnHandle_t handle,
         }
     }
     for (int i = 0; i < 3; i++) free(own[i]);
+    if (kind != HB_SEARCH_V7)
+        for (int i = 0; i < count; i++)
+            if (rows[i].status == CUDNN_STATUS_SUCCESS) rows[i].time *= (float)hb_find_skew(op, (int)rows[i].algo);
 
     qsort(rows, (size_t)count, sizeof rows[0], cmp_rows);
     int n = requested < count ? requested : count;

@@ -108,5 +108,7 @@ int hb_algo_enum_count(hb_op op);
 
 /* Timing mode from UCUDNN_HOST_TIMING, read once per process: 1 = model, 0 = measure. */
 int hb_timing_is_model(void);
+/* UCUDNN_HOST_FIND_SKEW: the factor Find* applies to this algorithm's time (1 unless the variable names it). */
+double hb_find_skew(hb_op op, int algo);
 
 #endif /* UCUDNN_HB_DESC_H */

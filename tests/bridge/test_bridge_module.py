@@ -26,7 +26,7 @@ def test_struct_layout_matches_cudnn_perf() -> None:
     assert ffi.offsetof("ucudnn_perf", "memory") == 16
     assert ffi.offsetof("ucudnn_perf", "determinism") == 24
     assert ffi.offsetof("ucudnn_perf", "math_type") == 28
-    assert lib.UCUDNN_ABI_VERSION == bridge.ABI_VERSION == 1
+    assert lib.UCUDNN_ABI_VERSION == bridge.ABI_VERSION == 2
 
 
 def test_without_shim_every_call_says_so() -> None:

@@ -33,8 +33,14 @@ def test_disable_is_exact_pass_through(run_driver: RunDriver) -> None:
         ("UCUDNN_BATCH_SIZE_POLICY", "fastest", "undivided, powerOfTwo, all"),
         ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "64XB", "64MiB"),
         ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "0.3B", "64MiB"),
+        ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "automatic", "expected auto, bytes"),
         ("UCUDNN_DISABLE", "maybe", "1 or 0"),
         ("UCUDNN_LOG_LEVEL", "loud", "error, warning, info, debug"),
+        ("UCUDNN_VERIFY_SAMPLES", "3.5", "a non-negative integer"),
+        ("UCUDNN_VERIFY_SAMPLES", "-1", "a non-negative integer"),
+        ("UCUDNN_VERIFY_MARGIN", "1e-2", "a non-negative number"),
+        ("UCUDNN_VERIFY_MARGIN", "nan", "a non-negative number"),
+        ("UCUDNN_HOST_DEVICE_MEMORY", "lots", "64MiB"),
     ],
 )
 def test_bad_value_is_named_and_passes_through(run_driver: RunDriver, name: str, value: str, accepted: str) -> None:
@@ -48,7 +54,13 @@ def test_bad_value_is_named_and_passes_through(run_driver: RunDriver, name: str,
 
 
 def test_good_values_in_any_spelling(run_driver: RunDriver) -> None:
-    env = {"UCUDNN_BATCH_SIZE_POLICY": " ALL ", "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1.5KiB", "UCUDNN_DISABLE": "off"}
+    env = {
+        "UCUDNN_BATCH_SIZE_POLICY": " ALL ",
+        "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1.5KiB",
+        "UCUDNN_DISABLE": "off",
+        "UCUDNN_VERIFY_SAMPLES": " 0 ",
+        "UCUDNN_VERIFY_MARGIN": "0.05",
+    }
     got = run_driver("op=fwd", "n=8", "planner=fixed", "plan=4:0,4:0", "ws=4096", env=env)
     assert got.stderr == "" and got.report["stats"]["planned"] == 1
     plan = got.report["last_plan"]

@@ -19,6 +19,7 @@ from .conftest import Run, RunDriver, assert_close
 # As in test_planner_paths: under this limit the planner splits N=16 into two micro-batches of 8.
 LAYER = ["n=16", "c=32", "k=64", "in=16,16", "query=get"]
 LIMIT = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB"}
+LIMIT_BYTES = 2500 * 1024
 ANNOUNCED = "running the plans stored in"
 UNUSABLE = "not reading plans from"
 
@@ -101,8 +102,15 @@ def test_a_plan_for_a_smaller_limit_serves_a_larger_one(run_driver: RunDriver, l
     assert_close(got.output("float"), ref.output("float"), "float")
 
 
-def test_a_plan_for_a_larger_limit_is_not_used_under_a_smaller_one(run_driver: RunDriver, lonely: Path) -> None:
+def test_a_plan_for_a_larger_limit_is_not_used_under_a_smaller_one(
+    run_driver: RunDriver, lonely: Path, tmp_path: Path
+) -> None:
     populate(run_driver, "fwd")
+    # Get_v7 also stored the smaller plans of the front (planned under smaller limits, usable at 2 MiB): keep only
+    # the plans made under the populating run's limit, which all need more than 2 MiB.
+    with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
+        conn.execute("DELETE FROM plans WHERE workspace_limit < ?", (LIMIT_BYTES,))
+    conn.close()
     got = run_driver("op=fwd", *LAYER, preload=lonely, env={"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2MiB"})
     assert got.returncode == 0, got.stderr
     stats = got.report["stats"]
@@ -184,7 +192,8 @@ def test_bad_rows_are_rejected(run_driver: RunDriver, lonely: Path, tmp_path: Pa
 def test_any_json_whitespace_is_accepted(run_driver: RunDriver, lonely: Path, tmp_path: Path) -> None:
     populate(run_driver, "fwd")
     with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
-        conn.execute("UPDATE plans SET plan_json = ?", ("\n[ [8,2,0] ,\t[ 8 , 2 , 0 ]\r\n]  ",))
+        spaced = "\n[ [8,2,0] ,\t[ 8 , 2 , 0 ]\r\n]  "
+        conn.execute("UPDATE plans SET plan_json = ? WHERE workspace_limit = ?", (spaced, LIMIT_BYTES))
     conn.close()
     got = run_driver("op=fwd", *LAYER, preload=lonely, env=LIMIT)
     assert got.returncode == 0, got.stderr

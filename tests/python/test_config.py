@@ -42,9 +42,27 @@ def test_bad_sizes_name_the_variable_and_the_accepted_form(text: str) -> None:
         config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": text or "junk"})
 
 
+@pytest.mark.parametrize("text", ["-1", "3.5", "x", "1e3", "0x10", "1234567890", "٣"])
+def test_bad_counts_name_the_variable(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"UCUDNN_VERIFY_SAMPLES=.*non-negative integer"):
+        config.get("UCUDNN_VERIFY_SAMPLES", {"UCUDNN_VERIFY_SAMPLES": text})
+
+
+@pytest.mark.parametrize("text", ["-0.1", "1e-2", "nan", "inf", ".5", "0.", "1_0", "0.1234567891"])
+def test_bad_fractions_name_the_variable(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"UCUDNN_VERIFY_MARGIN=.*non-negative number"):
+        config.get("UCUDNN_VERIFY_MARGIN", {"UCUDNN_VERIFY_MARGIN": text})
+
+
 def test_defaults_and_empty_values() -> None:
-    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {}) == 64 * MiB
-    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": ""}) == 64 * MiB
+    # auto: no limit of ucudnn's own, the framework's workspace decides.
+    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {}) == "auto"
+    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": ""}) == "auto"
+    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": " AUTO "}) == "auto"
+    assert config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "64MiB"}) == 64 * MiB
+    assert config.get("UCUDNN_VERIFY_SAMPLES", {}) == 3
+    assert config.get("UCUDNN_VERIFY_MARGIN", {}) == 0.02
+    assert config.get("UCUDNN_HOST_DEVICE_MEMORY", {}) == 0
     assert config.get("UCUDNN_TOTAL_WORKSPACE_SIZE", {}) == 0
     assert config.get("UCUDNN_BATCH_SIZE_POLICY", {}) == "powerOfTwo"
     assert config.get("UCUDNN_DISABLE", {}) is False

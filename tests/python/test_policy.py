@@ -26,8 +26,11 @@ def test_presets_round_trip_through_the_environment(name: str) -> None:
 
 def test_presets_say_what_they_are() -> None:
     assert preset("cudnn").batch_size_policy == "undivided"
-    assert preset("ucudnn") == WorkspacePolicy()  # the μ-cuDNN defaults
+    assert preset("auto") == WorkspacePolicy()  # the default: the framework's workspace decides
+    assert preset("auto").to_env()["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == "auto"
+    assert preset("ucudnn") == WorkspacePolicy(workspace_limit_bytes=64 * MiB)  # the μ-cuDNN defaults
     assert preset("ucudnn").to_env()["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == str(64 * MiB)
+    assert WorkspacePolicy(workspace_limit_bytes="auto").workspace_limit_bytes is None
     assert preset("tight").workspace_limit_bytes == 8 * MiB
     assert preset("exhaustive").batch_size_policy == "all"
     assert preset("memory-saver").time_slack > 0
@@ -115,7 +118,7 @@ def test_apply_pushes_shim_settings_and_keeps_python_ones(monkeypatch: pytest.Mo
     assert apply(pol) is pol
     assert calls == [
         ("ucudnn_set_option", ("UCUDNN_BATCH_SIZE_POLICY", "powerOfTwo")),
-        ("ucudnn_set_option", ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(64 * MiB))),
+        ("ucudnn_set_option", ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "auto")),
         ("ucudnn_set_option", ("UCUDNN_TOTAL_WORKSPACE_SIZE", "0")),
         ("ucudnn_clear_plans", ()),
     ]

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define UCUDNN_ABI_VERSION 1
+#define UCUDNN_ABI_VERSION 2
 
 /* Ops of a kernel key. Bias-activation forward is planned as a forward kernel (same algorithms). */
 #define UCUDNN_OP_FWD 0
@@ -63,6 +63,7 @@ typedef struct {
     float time_ms;                 /* predicted plan time */
     size_t workspace_bytes;        /* max over micro-batches */
     int deterministic;             /* 1 if every micro-batch's algorithm is deterministic */
+    int verified;                  /* 1: this plan won a check on real executions already (ucudnn_verdict) */
 } ucudnn_plan_reply;
 
 /*
@@ -80,6 +81,41 @@ int ucudnn_set_planner(ucudnn_planner_fn planner);
  * Valid only while the request that carried `bench_ctx` is being planned.
  */
 int ucudnn_benchmark(void *bench_ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+
+/*
+ * The host time of one cuDNN call on the request's handle, in ms (*ms), measured with the smallest convolution
+ * there is; the planner charges every micro-batch at least this. Valid only while the request that carried
+ * `bench_ctx` is being planned. Returns 0 or a cuDNN status.
+ */
+int ucudnn_measure_call_cost(void *bench_ctx, double *ms);
+
+/*
+ * The outcome of checking a new micro-batched plan on real executions: its first executions alternated with the
+ * undivided choice that fits the same workspace, each timed in place on the caller's data, and the faster was
+ * kept. The shim reports it to the recorder (registered by the planner) so later runs skip the check.
+ */
+typedef struct {
+    int abi_version;                     /* UCUDNN_ABI_VERSION */
+    int op;                              /* UCUDNN_OP_* */
+    const char *key;                     /* as in ucudnn_plan_request */
+    const char *backend_id;
+    int batch;
+    size_t workspace_limit_bytes;        /* the workspace the checked executions had */
+    const char *policy;
+    int deterministic_only;
+    int kept;                            /* 1: the micro-batched plan stays; 0: the undivided choice replaces it */
+    int plan_count;
+    const ucudnn_micro_batch *plan;      /* the micro-batched plan that was checked */
+    ucudnn_micro_batch undivided;        /* the undivided choice it was checked against */
+    double plan_ms;                      /* median measured time per execution */
+    double undivided_ms;
+    int samples;                         /* timed executions per side */
+} ucudnn_verdict;
+
+typedef void (*ucudnn_recorder_fn)(const ucudnn_verdict *verdict);
+
+/* Register (or with NULL, unregister) the recorder of verdicts. Returns 0. */
+int ucudnn_set_recorder(ucudnn_recorder_fn recorder);
 
 /* Library version number (MAJOR*10000 + MINOR*100 + PATCH) of the preload library. */
 int ucudnn_version(void);

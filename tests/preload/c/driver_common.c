@@ -271,23 +271,31 @@ void conv_choose(cudnnHandle_t h, const conv_problem *p, conv_choice *ch)
     const char *kind = opt("query", "none");
     ch->algo = opti("algo", 0);
     ch->returned = -1;
+    ch->entry = -1;
     ch->status = 0;
     memset(ch->perf, 0xff, sizeof ch->perf);
     if (!strcmp(kind, "get") || !strcmp(kind, "find") || !strcmp(kind, "findex")) {
         ch->status = query(h, p, kind, opti("requested", 16), ch);
         check("query", ch->status);
-        /* Pick like a framework: the first successful row (deterministic only, if asked). */
+        /* Pick like a framework: the first successful row (deterministic only, if asked) whose workspace can be
+         * "allocated" (alloc_limit=BYTES stands for the free memory; PyTorch moves to the next row on OOM). */
         int want_det = opti("deterministic", 0);
+        const char *limit_opt = opt("alloc_limit", NULL);
+        size_t alloc_limit = limit_opt ? (size_t)strtoull(limit_opt, NULL, 10) : SIZE_MAX;
         for (int i = 0; i < ch->returned; i++) {
-            if (ch->perf[i].status == 0 && (!want_det || ch->perf[i].determinism == CUDNN_DETERMINISTIC)) {
+            if (ch->perf[i].status == 0 && (!want_det || ch->perf[i].determinism == CUDNN_DETERMINISTIC) &&
+                ch->perf[i].memory <= alloc_limit) {
                 ch->algo = ch->perf[i].algo;
+                ch->entry = i;
                 break;
             }
         }
     }
     ch->ws_bytes = 0;
     const char *ws_opt = opt("ws", "query");
-    if (!strcmp(ws_opt, "query")) {
+    if (!strcmp(ws_opt, "entry")) { /* the chosen row's own workspace, as PyTorch allocates it */
+        ch->ws_bytes = ch->entry >= 0 ? ch->perf[ch->entry].memory : 0;
+    } else if (!strcmp(ws_opt, "query")) {
         int a = ch->algo;
         int st = p->op == OP_BWD_DATA
                      ? cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wD, p->yD, p->convD, p->xD, a, &ch->ws_bytes)
@@ -322,8 +330,9 @@ int conv_run(cudnnHandle_t h, const conv_problem *p, const conv_buffers *b, int 
 
 void report_begin(const conv_choice *ch)
 {
-    printf("{\"failures\":%d,\"algo\":%d,\"ws_bytes\":%zu,\"query_status\":%d,\"returned\":%d,\"perf\":[", failures,
-           ch->algo, ch->ws_bytes, ch->status, ch->returned);
+    printf("{\"failures\":%d,\"algo\":%d,\"ws_bytes\":%zu,\"query_status\":%d,\"returned\":%d,\"entry\":%d,"
+           "\"perf\":[",
+           failures, ch->algo, ch->ws_bytes, ch->status, ch->returned, ch->entry);
     for (int i = 0; i < ch->returned && i < MAX_ROWS; i++) {
         const cudnnConvolutionFwdAlgoPerf_t *r = &ch->perf[i];
         printf("%s{\"algo\":%d,\"status\":%d,\"time\":%g,\"memory\":%zu,\"determinism\":%d,\"math\":%d}", i ? "," : "",

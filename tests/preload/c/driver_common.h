@@ -55,10 +55,11 @@ void conv_setup(conv_problem *p, cudnnDataType_t dtype, cudnnDataType_t compute)
 void conv_fill(const conv_problem *p, void *buf, size_t count, unsigned seed);
 
 /* The algorithm and workspace, chosen as a framework would: query=none|get|find|findex (requested,
- * findex_ws), the first successful row (deterministic only if deterministic=1), else algo=; ws=query|BYTES. */
+ * findex_ws), the first successful row (deterministic only if deterministic=1) whose memory is at most
+ * alloc_limit=BYTES (if given), else algo=; ws=query|entry (the chosen row's memory)|BYTES. */
 #define MAX_ROWS 64
 typedef struct {
-    int algo, returned, status;
+    int algo, returned, status, entry;
     size_t ws_bytes;
     cudnnConvolutionFwdAlgoPerf_t perf[MAX_ROWS];
 } conv_choice;
