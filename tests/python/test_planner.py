@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.cache import Cache, PlanKey
+from ucudnn.cache import Cache, PlanKey, Verdict
 from ucudnn.optimizer import AlgoPerf, Status
 from ucudnn.planner import NetworkKernel, Planner
 from ucudnn.policy import KernelOverride, WorkspacePolicy
@@ -244,3 +244,59 @@ def test_plan_network_divides_one_budget() -> None:
     assert b1.calls == [16, 8, 4, 2, 1] and b2.calls == [8, 4, 2, 1]
     again = planner.plan_network(kernels, backend_id=BACKEND, total_workspace_bytes=8 * MiB, policy="powerOfTwo")
     assert again.plans == result.plans and b1.calls == [16, 8, 4, 2, 1]
+
+
+def test_every_micro_batch_costs_at_least_one_call(tmp_path: Path) -> None:
+    # With a host cost of 1 ms per call, eight calls of 0.45 ms (algo 2 at b=2) cost 8 ms: four micro-batches of
+    # 4 with algo 1 (1.25 ms each) become the fastest plan.
+    path = tmp_path / "c.sqlite"
+    measured: list[float] = []
+
+    def cost() -> float:
+        measured.append(1.0)
+        return 1.0
+
+    result = plan(Planner(Cache(path)), Recorded(), call_cost=cost)
+    assert measured == [1.0]
+    assert steps(result) == [(4, 1)] * 4
+    assert result.plan.time_ms == pytest.approx(4 * 1.25)
+    # Measured once per device: another planner on the same cache (a later run) reads it instead.
+    other = Planner(Cache(path))
+
+    def again() -> float:
+        raise AssertionError("the call cost was measured twice")
+
+    assert plan(other, Recorded(), call_cost=again, workspace_limit_bytes=3 * MiB).plan is not None
+    assert other.call_cost_ms(BACKEND) == 1.0
+    # A measurement that fails charges nothing (and says so), it does not fail the plan.
+    broken = Planner(Cache.in_memory())
+
+    def fails() -> float:
+        raise RuntimeError("no handle")
+
+    assert steps(plan(broken, Recorded(), call_cost=fails)) == [(2, 2)] * 8
+
+
+def test_a_stored_verdict_settles_the_plan(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = Cache(path)
+    planner, bench = Planner(cache), Recorded()
+    first = plan(planner, bench)
+    assert steps(first) == [(2, 2)] * 8 and not first.verified
+    pk = PlanKey(KEY, BACKEND, 16, "powerOfTwo", 4 * MiB, False)
+    checked = tuple((mb.batch, mb.algo, mb.math_type) for mb in first.plan.micro_batches)
+    # Lost to the undivided choice on real executions: the planner answers that choice, marked verified.
+    cache.put_verdict(Verdict(pk, checked, ((16, 0, 0),), False, 9.0, 8.0, 3))
+    replaced = plan(planner, bench)
+    assert replaced.verified and steps(replaced) == [(16, 0)] and replaced.plan.time_ms == pytest.approx(16.0)
+    # Won: the same plan, marked verified.
+    cache.put_verdict(Verdict(pk, checked, ((16, 0, 0),), True, 3.0, 16.0, 3))
+    kept = plan(planner, bench)
+    assert kept.verified and kept.plan == first.plan
+    # A verdict is about one workspace: under another limit the plan is checked again.
+    assert not plan(planner, bench, workspace_limit_bytes=4 * MiB + 1).verified
+    # A malformed row is ignored (with a warning), never trusted.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE verdicts SET undivided_json = '[[16, 0]]'")
+    conn.close()
+    assert not plan(planner, bench).verified

@@ -36,7 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     policies = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
     p.add_argument("--policy", metavar="P", help=f"batch-size policy: {', '.join(policies)}")
-    p.add_argument("--workspace", metavar="LIMIT", help="per-kernel workspace limit, e.g. 64MiB")
+    p.add_argument(
+        "--workspace",
+        metavar="LIMIT",
+        help="per-kernel workspace cap, e.g. 64MiB (default: auto, the workspace the framework gives)",
+    )
     p.add_argument("--total-workspace", metavar="SIZE", help="network-wide workspace budget (Workspace Division)")
     p.add_argument("--database", metavar="PATH", help="SQLite cache of benchmarks and plans")
     p.add_argument("--stats-file", metavar="F", help="write the shim's counters there as JSON at exit")
