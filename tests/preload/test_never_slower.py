@@ -145,3 +145,43 @@ def test_no_limit_set_every_plan_is_at_least_as_fast_as_cudnn_alone(
         assert got.returncode == 0, got.stderr
         assert got.report["last_plan"]["workspace_bytes"] <= ws
         assert got.report["model_ms"][-1] <= _undivided_best(run_driver, args, ws) * (1 + 1e-5), (op, ws)
+
+
+def test_findex_plans_for_the_workspace_the_caller_offers(run_driver: RunDriver) -> None:
+    # Find*Ex with no limit set: the caller's workspace is the limit (no cap of ucudnn's own).
+    args = ["op=fwd", *LAYER]
+    for offered in (2_000_000, 16 << 20, 256 << 20):
+        got = run_driver(*args, "query=findex", f"findex_ws={offered}", "ws=entry", "repeat=10", env=CHECK)
+        assert got.returncode == 0, got.stderr
+        first = got.report["perf"][0]
+        capped = run_driver(*args, "query=get", env=CHECK | {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(offered)})
+        assert first["memory"] <= offered
+        assert first["time"] == pytest.approx(capped.report["perf"][0]["time"], rel=1e-6)
+        assert got.report["model_ms"][-1] <= _undivided_best(run_driver, args, offered) * (1 + 1e-5)
+
+
+def test_few_rows_asked_for_keep_both_ends_of_the_front(run_driver: RunDriver) -> None:
+    args = ["op=fwd", *LAYER, "query=get", "ws=entry"]
+    full = [p for p in run_driver(*args, env=CHECK).report["perf"] if p["time"] >= 0]
+    few = run_driver(*args, "requested=3", env=CHECK).report["perf"]
+    assert len(few) == 3
+    # The fastest plan first and the least-workspace plan last, whatever lies between.
+    assert few[0] == full[0]
+    least = min(p["memory"] for p in full)
+    assert few[-1]["memory"] == least and few[1]["memory"] < few[0]["memory"]
+
+
+def test_the_check_runs_on_the_wall_clock_too(run_driver: RunDriver) -> None:
+    # UCUDNN_HOST_TIMING=measure: executions are timed with the wall clock. Which side wins depends on this
+    # machine; that the check completes, counts, keeps one of the two and computes the right result does not.
+    args = ["op=fwd", "n=8", "c=16", "k=16", "in=12,12", "algo=1", "ws=300000", "repeat=10"]
+    measure = {"UCUDNN_HOST_TIMING": "measure"}
+    ref = run_driver(*args, preload=False, env=measure)
+    got = run_driver(*args, env=CHECK | measure)
+    assert got.returncode == 0, got.stderr
+    counts = _counts(got)
+    if counts["verified"] == 0:  # the plan happened to be undivided here: nothing to check
+        assert len(got.report["last_plan"]["micro_batches"]) == 1
+    else:
+        assert counts["verified"] == 1 and counts["verify_executions"] == 8
+    assert_close(got.output("float"), ref.output("float"), "float")
