@@ -20,7 +20,8 @@
 
 uc_stats uc_stat;
 
-#define UC_GATE(is_exec, ret, name, params, args)                                                               \
+/* kind: 1 an execution, 0 a query, 2 a graph-API call (counted apart: a graph is built from many of them) */
+#define UC_GATE(kind, ret, name, params, args)                                                               \
     UC_EXPORT ret name params                                                                                   \
     {                                                                                                           \
         const uc_real_table *r = uc_real();                                                                     \
@@ -29,18 +30,20 @@ uc_stats uc_stat;
                 return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                  \
             return r->name args;                                                                                \
         }                                                                                                       \
-        if (is_exec)                                                                                            \
+        if (kind == 1)                                                                                          \
             UC_COUNT(calls, 1);                                                                                 \
-        else                                                                                                    \
+        else if (kind == 0)                                                                                     \
             UC_COUNT(queries, 1);                                                                               \
+        else                                                                                                    \
+            UC_COUNT(graph_calls, 1);                                                                           \
         if (!r->name) {                                                                                         \
             UC_COUNT(missing_real, 1);                                                                          \
-            if (is_exec)                                                                                        \
+            if (kind == 1)                                                                                      \
                 UC_COUNT(passthrough, 1);                                                                       \
             return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                      \
         }                                                                                                       \
         if (!r->descriptors || uc_cfg_disabled()) {                                                             \
-            if (is_exec)                                                                                        \
+            if (kind == 1)                                                                                      \
                 UC_COUNT(passthrough, 1);                                                                       \
             uc_guard++;                                                                                         \
             ret rv = r->name args;                                                                              \
@@ -51,6 +54,7 @@ uc_stats uc_stat;
     }
 #define UC_EXEC(ret, name, params, args) UC_GATE(1, ret, name, params, args)
 #define UC_QUERY(ret, name, params, args) UC_GATE(0, ret, name, params, args)
+#define UC_BACKEND(ret, name, params, args) UC_GATE(2, ret, name, params, args)
 #include "hooks.def"
 #undef UC_GATE
 
@@ -171,6 +175,11 @@ static char *stats_text(void)
     FIELD(verified);
     FIELD(rejected_by_measurement);
     FIELD(verify_executions);
+    FIELD(graph_calls);
+    FIELD(graph_plans);
+    FIELD(graph_conv_plans);
+    FIELD(graph_executes);
+    FIELD(graph_unrecorded);
 #undef FIELD
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)

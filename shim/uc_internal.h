@@ -29,11 +29,13 @@ typedef struct {
 #define UC_FIELD(ret, name, params, args) ret(*name) params;
 #define UC_EXEC UC_FIELD
 #define UC_QUERY UC_FIELD
+#define UC_BACKEND UC_FIELD
 #define UC_REAL UC_FIELD
 #define UC_OPT UC_FIELD
 #include "hooks.def"
 #undef UC_EXEC
 #undef UC_QUERY
+#undef UC_BACKEND
 #undef UC_REAL
 #undef UC_OPT
 #undef UC_FIELD
@@ -327,9 +329,11 @@ int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char
 #define UC_DECL(ret, name, params, args) ret uc_hook_##name params;
 #define UC_EXEC UC_DECL
 #define UC_QUERY UC_DECL
+#define UC_BACKEND UC_DECL
 #include "hooks.def"
 #undef UC_EXEC
 #undef UC_QUERY
+#undef UC_BACKEND
 #undef UC_DECL
 
 /* ---- stats (uc_control.c) ---- */
@@ -337,7 +341,8 @@ int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char
 typedef struct {
     atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
-        exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions;
+        exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
+        graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

@@ -45,11 +45,13 @@ static void fill_from(void *handle)
     memcpy(&real.name, &sym, sizeof sym);
 #define UC_EXEC UC_ONE
 #define UC_QUERY UC_ONE
+#define UC_BACKEND UC_ONE
 #define UC_REAL UC_ONE
 #define UC_OPT UC_ONE
 #include "hooks.def"
 #undef UC_EXEC
 #undef UC_QUERY
+#undef UC_BACKEND
 #undef UC_REAL
 #undef UC_OPT
 #undef UC_ONE

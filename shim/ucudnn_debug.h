@@ -23,4 +23,14 @@ size_t ucudnn_debug_kernel_key(int op, cudnnTensorDescriptor_t x, cudnnFilterDes
  */
 int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out);
 
+/*
+ * The graph the shim resolved for a finalized execution plan (uc_graph.c), as JSON: {"convolution": bool,
+ * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key"}; "{}" for a plan it does not know.
+ * Returns the length needed.
+ */
+size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len);
+
+/* Backend descriptors recorded now (each dropped when its descriptor is destroyed). */
+size_t ucudnn_debug_graph_records(void);
+
 #endif /* UCUDNN_DEBUG_H */

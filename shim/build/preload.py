@@ -31,9 +31,9 @@ LOG_LEVELS = ("error", "warning", "info", "debug")  # the order uc_internal.h's 
 
 
 def hook_names() -> list[str]:
-    """Exported hooks, in hooks.def order (the UC_EXEC and UC_QUERY entries)."""
+    """Exported hooks, in hooks.def order (the UC_EXEC, UC_QUERY and UC_BACKEND entries)."""
     text = re.sub(r"/\*.*?\*/", " ", HOOKS_DEF.read_text(encoding="utf-8"), flags=re.DOTALL)
-    return re.findall(r"^UC_(?:EXEC|QUERY)\(\s*[^,]+,\s*(\w+)\s*,", text, flags=re.MULTILINE)
+    return re.findall(r"^UC_(?:EXEC|QUERY|BACKEND)\(\s*[^,]+,\s*(\w+)\s*,", text, flags=re.MULTILINE)
 
 
 def control_names() -> list[str]:

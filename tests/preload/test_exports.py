@@ -33,8 +33,11 @@ def _tool(name: str) -> str:
 def test_hook_list_is_the_declared_one() -> None:
     build = _preload_build()
     hooks = build.hook_names()
-    assert len(hooks) == 16
+    # 4 executions, 12 queries (workspace sizes, Get*_v7, Find*, Find*Ex), 6 graph-API calls.
+    assert len(hooks) == 22
     for name in (
+        "cudnnBackendExecute",
+        "cudnnBackendSetAttribute",
         "cudnnConvolutionForward",
         "cudnnConvolutionBiasActivationForward",
         "cudnnFindConvolutionBackwardFilterAlgorithmEx",
@@ -43,6 +46,7 @@ def test_hook_list_is_the_declared_one() -> None:
         assert name in hooks
     assert "ucudnn_set_planner" in build.control_names()
     assert "ucudnn_debug_kernel_key" in build.control_names()
+    assert "ucudnn_debug_graph_json" in build.control_names()
 
 
 def test_nm_matches_declared_exports(preload_lib: Path) -> None:

@@ -1,0 +1,491 @@
+/*
+ * The graph-API hooks (cudnnBackend*): record the graph as the framework builds it, resolve a plan's graph at its
+ * Finalize, and recognise convolution graphs (fprop, dgrad, wgrad, and fprop followed by elementwise pointwise
+ * operations) whose batch dimension can be split.
+ *
+ * Every call goes to the real library first and its status is returned unchanged; the shim only records what it
+ * saw. Execution passes through unchanged for now: what is counted (graph_plans, graph_conv_plans,
+ * graph_executes) says how much of a program's convolution work runs on this path. Resolution:
+ *   plan --ENGINE_CONFIG--> engine config --ENGINE--> engine --OPERATION_GRAPH--> operation graph --OPS--> ops
+ * where an engine config that cuDNN filled itself (a heuristics result) is linked to the operation graph its
+ * heuristics descriptor named, and the engine's global index and numerical notes are read from the real library.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uc_graph.h"
+#include "uc_internal.h"
+
+#define UC_G_MAX_OPS 8
+#define UC_G_MAX_TENSORS 24
+#define UC_G_MAXD 8
+
+typedef struct {
+    int64_t uid, align;
+    int32_t dtype, nb, virt, by_value;
+    int64_t dims[UC_G_MAXD], strides[UC_G_MAXD];
+} gtensor;
+
+/* An operation; t[] are uids by role: conv x, w, y (dgrad: dx, w, dy; wgrad: x, dw, dy); pointwise x, b, y. */
+typedef struct {
+    int32_t type, pw_mode;
+    int64_t t[3];
+    int32_t nsp, conv_mode, comp_type;
+    int64_t pre[UC_G_MAXD], post[UC_G_MAXD], stride[UC_G_MAXD], dil[UC_G_MAXD];
+} gop;
+
+typedef struct uc_ggraph {
+    struct uc_ggraph *next;
+    void *plan;
+    int nops, ntensors;
+    gop ops[UC_G_MAX_OPS];
+    gtensor t[UC_G_MAX_TENSORS];
+    int64_t engine, notes; /* engine global index (-1 unknown); numerical notes as a bit mask */
+    int64_t n;             /* the batch size of the convolution, 0 if none */
+    const char *why_not;   /* NULL: a convolution graph the shim understands */
+    char *key;
+} uc_ggraph;
+
+static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+static uc_ggraph *plans;
+
+/* ---- reading records ---- */
+
+static void *desc_attr(void *desc, int name)
+{
+    void *out = NULL;
+    int type = -1;
+    return uc_grec_get(desc, name, &type, &out, sizeof out) == 1 && type == UC_AT_BACKEND_DESCRIPTOR ? out : NULL;
+}
+
+static int int64s(void *desc, int name, int64_t *out, int cap)
+{
+    int type = -1;
+    int64_t n = uc_grec_get(desc, name, &type, out, sizeof *out * (size_t)cap);
+    return type == UC_AT_INT64 && n >= 0 && n <= cap ? (int)n : -1;
+}
+
+static int one_int(void *desc, int name, int want_type, int32_t *out)
+{
+    int type = -1;
+    return uc_grec_get(desc, name, &type, out, sizeof *out) == 1 && type == want_type ? 0 : -1;
+}
+
+static const char *read_tensor(uc_ggraph *g, void *desc, int64_t *uid_out)
+{
+    int opaque = 0;
+    if (uc_grec_type(desc, &opaque, NULL) != UC_BK_TENSOR)
+        return "an operation names a tensor the shim did not see built";
+    if (opaque)
+        return "a tensor has attributes the shim does not copy";
+    gtensor t;
+    memset(&t, 0, sizeof t);
+    int64_t one = 0;
+    if (int64s(desc, UC_A_TENSOR_UNIQUE_ID, &t.uid, 1) != 1)
+        return "a tensor without a unique id";
+    *uid_out = t.uid;
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->t[i].uid == t.uid)
+            return NULL;
+    if (g->ntensors == UC_G_MAX_TENSORS)
+        return "too many tensors";
+    t.nb = int64s(desc, UC_A_TENSOR_DIMENSIONS, t.dims, UC_G_MAXD);
+    if (t.nb < 1 || int64s(desc, UC_A_TENSOR_STRIDES, t.strides, UC_G_MAXD) != t.nb)
+        return "a tensor's dimensions and strides are unreadable";
+    if (one_int(desc, UC_A_TENSOR_DATA_TYPE, UC_AT_DATA_TYPE, &t.dtype) != 0)
+        return "a tensor without a data type";
+    t.align = int64s(desc, UC_A_TENSOR_BYTE_ALIGNMENT, &one, 1) == 1 ? one : 0;
+    unsigned char flag = 0;
+    int type = -1;
+    t.virt = uc_grec_get(desc, UC_A_TENSOR_IS_VIRTUAL, &type, &flag, 1) == 1 && flag;
+    flag = 0;
+    t.by_value = uc_grec_get(desc, UC_A_TENSOR_IS_BY_VALUE, &type, &flag, 1) == 1 && flag;
+    if (int64s(desc, UC_A_TENSOR_VECTOR_COUNT, &one, 1) == 1 && one > 1)
+        return "a vectorized tensor";
+    g->t[g->ntensors++] = t;
+    return NULL;
+}
+
+static const gtensor *tensor_of(const uc_ggraph *g, int64_t uid)
+{
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->t[i].uid == uid)
+            return &g->t[i];
+    return NULL;
+}
+
+static const char *read_conv(void *desc, gop *op)
+{
+    int opaque = 0;
+    if (uc_grec_type(desc, &opaque, NULL) != UC_BK_CONVOLUTION || opaque)
+        return "a convolution descriptor the shim did not see built";
+    int64_t nsp = 0;
+    if (int64s(desc, UC_A_CONV_SPATIAL_DIMS, &nsp, 1) != 1 || nsp < 1 || nsp > UC_G_MAXD - 2)
+        return "a convolution without spatial dimensions";
+    op->nsp = (int32_t)nsp;
+    if (int64s(desc, UC_A_CONV_PRE_PADDINGS, op->pre, UC_G_MAXD) != nsp ||
+        int64s(desc, UC_A_CONV_POST_PADDINGS, op->post, UC_G_MAXD) != nsp ||
+        int64s(desc, UC_A_CONV_FILTER_STRIDES, op->stride, UC_G_MAXD) != nsp ||
+        int64s(desc, UC_A_CONV_DILATIONS, op->dil, UC_G_MAXD) != nsp)
+        return "a convolution's paddings, strides or dilations are unreadable";
+    if (one_int(desc, UC_A_CONV_MODE, UC_AT_CONVOLUTION_MODE, &op->conv_mode) != 0 ||
+        one_int(desc, UC_A_CONV_COMP_TYPE, UC_AT_DATA_TYPE, &op->comp_type) != 0)
+        return "a convolution without mode or compute type";
+    return NULL;
+}
+
+static int elementwise(int mode)
+{
+    static const int known[] = {UC_PW_ADD,      UC_PW_MUL,         UC_PW_MIN,      UC_PW_MAX,
+                                UC_PW_SQRT,     UC_PW_IDENTITY,    UC_PW_RELU_FWD, UC_PW_TANH_FWD,
+                                UC_PW_SIGMOID_FWD, UC_PW_ELU_FWD,  UC_PW_GELU_FWD, UC_PW_SOFTPLUS_FWD,
+                                UC_PW_SWISH_FWD};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (mode == known[i])
+            return 1;
+    return 0;
+}
+
+static const char *read_op(uc_ggraph *g, void *desc)
+{
+    int opaque = 0;
+    int type = uc_grec_type(desc, &opaque, NULL);
+    if (opaque)
+        return "an operation has attributes the shim does not copy";
+    if (g->nops == UC_G_MAX_OPS)
+        return "too many operations";
+    gop *op = &g->ops[g->nops];
+    memset(op, 0, sizeof *op);
+    op->type = type;
+    int base;
+    switch (type) {
+    case UC_BK_OP_CONV_FWD: base = UC_A_OP_FWD_ALPHA; break;
+    case UC_BK_OP_CONV_BWD_DATA: base = UC_A_OP_BWD_DATA_ALPHA; break;
+    case UC_BK_OP_CONV_BWD_FILTER: base = UC_A_OP_BWD_FILTER_ALPHA; break;
+    case UC_BK_OP_POINTWISE: base = -1; break;
+    default: return "an operation other than convolution or elementwise pointwise (a reduction, a norm, ...)";
+    }
+    const char *why = NULL;
+    if (base >= 0) {
+        /* attribute order after ALPHA, BETA, CONV_DESC: fwd W X Y; dgrad W DX DY; wgrad DW X DY */
+        void *conv = desc_attr(desc, base + 2);
+        void *a = desc_attr(desc, base + 3), *b = desc_attr(desc, base + 4), *c = desc_attr(desc, base + 5);
+        if (!conv || !a || !b || !c)
+            return "a convolution operation without its tensors";
+        why = read_conv(conv, op);
+        /* roles: t[0] the input side (x or dx), t[1] the filter (w or dw), t[2] the output side (y or dy) */
+        void *in = b, *filt = a, *out = c;
+        if (!why)
+            why = read_tensor(g, in, &op->t[0]);
+        if (!why)
+            why = read_tensor(g, filt, &op->t[1]);
+        if (!why)
+            why = read_tensor(g, out, &op->t[2]);
+    } else {
+        void *pw = desc_attr(desc, UC_A_OP_PW_PW_DESCRIPTOR);
+        int pw_opaque = 0;
+        if (!pw || uc_grec_type(pw, &pw_opaque, NULL) != UC_BK_POINTWISE || pw_opaque ||
+            one_int(pw, UC_A_POINTWISE_MODE, UC_AT_POINTWISE_MODE, &op->pw_mode) != 0)
+            return "a pointwise operation without a readable mode";
+        if (!elementwise(op->pw_mode))
+            return "a pointwise mode the shim does not know to be elementwise";
+        if (desc_attr(desc, UC_A_OP_PW_DXDESC) || desc_attr(desc, UC_A_OP_PW_DYDESC) ||
+            desc_attr(desc, UC_A_OP_PW_TDESC))
+            return "a backward or three-input pointwise operation";
+        void *x = desc_attr(desc, UC_A_OP_PW_XDESC), *b = desc_attr(desc, UC_A_OP_PW_BDESC),
+             *y = desc_attr(desc, UC_A_OP_PW_YDESC);
+        if (!x || !y)
+            return "a pointwise operation without its tensors";
+        why = read_tensor(g, x, &op->t[0]);
+        op->t[1] = -1;
+        if (!why && b)
+            why = read_tensor(g, b, &op->t[1]);
+        if (!why)
+            why = read_tensor(g, y, &op->t[2]);
+    }
+    g->nops++;
+    return why;
+}
+
+/* The graph is one convolution, optionally followed by elementwise operations; find N and check that every
+ * tensor either has N as its first dimension (split along N) or is a filter or a broadcast operand. */
+static const char *classify(uc_ggraph *g)
+{
+    int convs = 0, conv = -1;
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].type != UC_BK_OP_POINTWISE)
+            convs++, conv = i;
+    if (convs != 1)
+        return convs ? "more than one convolution" : "no convolution";
+    if (g->ops[conv].type != UC_BK_OP_CONV_FWD && g->nops > 1)
+        return "pointwise operations fused to a backward convolution";
+    const gtensor *x = tensor_of(g, g->ops[conv].t[0]);
+    if (!x || x->nb < 3)
+        return "the convolution's input is unreadable";
+    g->n = x->dims[0];
+    if (g->n < 2)
+        return "a batch of one";
+    for (int i = 0; i < g->ntensors; i++) {
+        const gtensor *t = &g->t[i];
+        if (t->by_value)
+            return "a tensor passed by value";
+        int filter = t->uid == g->ops[conv].t[1];
+        if (!filter && t->dims[0] != g->n && t->dims[0] != 1)
+            return "a tensor whose first dimension is neither N nor 1";
+    }
+    return NULL;
+}
+
+static void graph_key(uc_ggraph *g)
+{
+    uc_sb sb = {0};
+    uc_sb_printf(&sb, "graph;engine=%" PRId64 ";notes=%" PRId64, g->engine, g->notes);
+    for (int i = 0; i < g->nops; i++) {
+        const gop *op = &g->ops[i];
+        uc_sb_printf(&sb, ";op%d=%d:%" PRId64 ",%" PRId64 ",%" PRId64, i, op->type, op->t[0], op->t[1], op->t[2]);
+        if (op->type == UC_BK_OP_POINTWISE) {
+            uc_sb_printf(&sb, ":pw%d", op->pw_mode);
+            continue;
+        }
+        uc_sb_printf(&sb, ":mode%d:comp%d", op->conv_mode, op->comp_type);
+        for (int d = 0; d < op->nsp; d++)
+            uc_sb_printf(&sb, ":%" PRId64 "/%" PRId64 "/%" PRId64 "/%" PRId64, op->pre[d], op->post[d], op->stride[d],
+                         op->dil[d]);
+    }
+    for (int i = 0; i < g->ntensors; i++) {
+        const gtensor *t = &g->t[i];
+        uc_sb_printf(&sb, ";t%" PRId64 "=%d,a%" PRId64 "%s:", t->uid, t->dtype, t->align, t->virt ? ",v" : "");
+        for (int d = 0; d < t->nb; d++) {
+            if (d == 0 && g->n && t->dims[0] == g->n)
+                uc_sb_printf(&sb, "*");
+            else
+                uc_sb_printf(&sb, "%s%" PRId64, d ? "x" : "", t->dims[d]);
+        }
+        for (int d = 0; d < t->nb; d++)
+            uc_sb_printf(&sb, "%s%" PRId64, d ? "," : "/", t->strides[d]);
+    }
+    g->key = uc_sb_take(&sb);
+}
+
+/* The engine's global index and numerical notes, from the real library (the engine config may have been filled
+ * by cuDNN itself). Best effort: -1 and 0 when unreadable. */
+static void read_engine(void *engcfg, uc_ggraph *g)
+{
+    const uc_real_table *r = uc_real();
+    g->engine = -1;
+    if (!r->cudnnBackendCreateDescriptor || !r->cudnnBackendGetAttribute || !r->cudnnBackendDestroyDescriptor)
+        return;
+    void *engine = NULL;
+    int64_t n = 0;
+    uc_guard++;
+    if (r->cudnnBackendCreateDescriptor(UC_BK_ENGINE, &engine) == 0) {
+        if (r->cudnnBackendGetAttribute(engcfg, UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
+                0 &&
+            n == 1) {
+            int64_t index = -1;
+            if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &n, &index) == 0)
+                g->engine = index;
+            int32_t notes[16];
+            if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_NUMERICAL_NOTE, UC_AT_NUMERICAL_NOTE, 16, &n,
+                                            notes) == 0)
+                for (int64_t i = 0; i < n && i < 16; i++)
+                    if (notes[i] >= 0 && notes[i] < 63)
+                        g->notes |= (int64_t)1 << notes[i];
+        }
+        r->cudnnBackendDestroyDescriptor(engine);
+    }
+    uc_guard--;
+}
+
+/* Resolve a finalized plan's graph from the records. */
+static uc_ggraph *resolve(void *plan)
+{
+    uc_ggraph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->plan = plan;
+    g->engine = -1;
+    void *engcfg = desc_attr(plan, UC_A_PLAN_ENGINE_CONFIG);
+    void *engine = engcfg ? desc_attr(engcfg, UC_A_ENGINECFG_ENGINE) : NULL;
+    void *opgraph = engine ? desc_attr(engine, UC_A_ENGINE_OPERATION_GRAPH) : NULL;
+    if (!opgraph && engcfg)
+        opgraph = uc_grec_linked_graph(engcfg);
+    void *ops[UC_G_MAX_OPS];
+    int type = -1, opaque = 0;
+    int64_t nops = opgraph ? uc_grec_get(opgraph, UC_A_OPERATIONGRAPH_OPS, &type, ops, sizeof ops) : -1;
+    if (!engcfg)
+        g->why_not = "the plan's engine configuration was not seen";
+    else if (!opgraph)
+        g->why_not = "the plan's operation graph was not seen";
+    else if (uc_grec_type(opgraph, &opaque, NULL) != UC_BK_OPERATIONGRAPH || opaque)
+        g->why_not = "the operation graph has attributes the shim does not copy";
+    else if (nops < 1 || type != UC_AT_BACKEND_DESCRIPTOR || (size_t)nops > UC_G_MAX_OPS)
+        g->why_not = "the operation graph's operations are unreadable or too many";
+    for (int64_t i = 0; !g->why_not && i < nops; i++)
+        g->why_not = read_op(g, ops[i]);
+    if (!g->why_not)
+        g->why_not = classify(g);
+    read_engine(engcfg, g);
+    if (!g->why_not)
+        graph_key(g);
+    return g;
+}
+
+static void free_graph(uc_ggraph *g)
+{
+    if (g) {
+        free(g->key);
+        free(g);
+    }
+}
+
+static void forget_plan(void *plan)
+{
+    uc_ggraph *dead = NULL;
+    pthread_mutex_lock(&plans_lock);
+    for (uc_ggraph **pp = &plans; *pp; pp = &(*pp)->next) {
+        if ((*pp)->plan == plan) {
+            dead = *pp;
+            *pp = dead->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&plans_lock);
+    free_graph(dead);
+}
+
+/* ---- the hooks ---- */
+
+cudnnStatus_t uc_hook_cudnnBackendCreateDescriptor(int descriptorType, void **descriptor)
+{
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendCreateDescriptor(descriptorType, descriptor);
+    uc_guard--;
+    if (st == 0 && descriptor)
+        uc_grec_created(*descriptor, descriptorType);
+    return st;
+}
+
+cudnnStatus_t uc_hook_cudnnBackendDestroyDescriptor(void *descriptor)
+{
+    /* Forget first: once destroyed, the address may be handed out again by another thread's Create. */
+    uc_grec_destroyed(descriptor);
+    forget_plan(descriptor);
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendDestroyDescriptor(descriptor);
+    uc_guard--;
+    return st;
+}
+
+cudnnStatus_t uc_hook_cudnnBackendSetAttribute(void *descriptor, int attributeName, int attributeType,
+                                               int64_t elementCount, const void *arrayOfElements)
+{
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendSetAttribute(descriptor, attributeName, attributeType, elementCount,
+                                                           arrayOfElements);
+    uc_guard--;
+    if (st == 0)
+        uc_grec_set(descriptor, attributeName, attributeType, elementCount, arrayOfElements);
+    return st;
+}
+
+cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attributeName, int attributeType,
+                                               int64_t requestedElementCount, int64_t *elementCount,
+                                               void *arrayOfElements)
+{
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendGetAttribute(descriptor, attributeName, attributeType,
+                                                           requestedElementCount, elementCount, arrayOfElements);
+    uc_guard--;
+    /* Heuristics results: engine configurations cuDNN filled for the operation graph the heuristics named. */
+    if (st == 0 && attributeName == UC_A_ENGINEHEUR_RESULTS && attributeType == UC_AT_BACKEND_DESCRIPTOR &&
+        elementCount && arrayOfElements) {
+        void *opgraph = desc_attr(descriptor, UC_A_ENGINEHEUR_OPERATION_GRAPH);
+        int64_t n = *elementCount < requestedElementCount ? *elementCount : requestedElementCount;
+        for (int64_t i = 0; opgraph && i < n; i++)
+            uc_grec_link_graph(((void **)arrayOfElements)[i], opgraph);
+    }
+    return st;
+}
+
+cudnnStatus_t uc_hook_cudnnBackendFinalize(void *descriptor)
+{
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendFinalize(descriptor);
+    uc_guard--;
+    if (st != 0)
+        return st;
+    uc_grec_finalized(descriptor);
+    if (uc_grec_type(descriptor, NULL, NULL) != UC_BK_EXECUTION_PLAN)
+        return st;
+    UC_COUNT(graph_plans, 1);
+    uc_ggraph *g = resolve(descriptor);
+    if (!g)
+        return st;
+    if (g->why_not) {
+        uc_log(UC_LOG_DEBUG, "graph plan %p passes through: %s", descriptor, g->why_not);
+    } else {
+        UC_COUNT(graph_conv_plans, 1);
+        uc_log(UC_LOG_DEBUG, "graph plan %p: a convolution graph at N=%" PRId64 " (%s)", descriptor, g->n, g->key);
+    }
+    forget_plan(descriptor); /* a re-finalized plan */
+    pthread_mutex_lock(&plans_lock);
+    g->next = plans;
+    plans = g;
+    pthread_mutex_unlock(&plans_lock);
+    return st;
+}
+
+cudnnStatus_t uc_hook_cudnnBackendExecute(cudnnHandle_t handle, void *executionPlan, void *variantPack)
+{
+    UC_COUNT(graph_executes, 1);
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendExecute(handle, executionPlan, variantPack);
+    uc_guard--;
+    return st;
+}
+
+/* ---- test support ---- */
+
+UC_EXPORT size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len)
+{
+    uc_sb sb = {0};
+    pthread_mutex_lock(&plans_lock);
+    const uc_ggraph *g = plans;
+    while (g && g->plan != plan)
+        g = g->next;
+    if (!g) {
+        uc_sb_printf(&sb, "{}");
+    } else {
+        uc_sb_printf(&sb, "{\"convolution\":%s,\"why_not\":", g->why_not ? "false" : "true");
+        if (g->why_not)
+            uc_sb_json_string(&sb, g->why_not);
+        else
+            uc_sb_printf(&sb, "null");
+        uc_sb_printf(&sb, ",\"n\":%" PRId64 ",\"engine\":%" PRId64 ",\"notes\":%" PRId64 ",\"ops\":%d,\"tensors\":%d,"
+                     "\"key\":", g->n, g->engine, g->notes, g->nops, g->ntensors);
+        if (g->key)
+            uc_sb_json_string(&sb, g->key);
+        else
+            uc_sb_printf(&sb, "null");
+        uc_sb_printf(&sb, "}");
+    }
+    pthread_mutex_unlock(&plans_lock);
+    char *text = uc_sb_take(&sb);
+    const char *s = text ? text : "{}";
+    size_t need = strlen(s);
+    if (buf && len) {
+        size_t n = need < len - 1 ? need : len - 1;
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+    }
+    free(text);
+    return need;
+}
+
+UC_EXPORT size_t ucudnn_debug_graph_records(void)
+{
+    return uc_grec_count();
+}
