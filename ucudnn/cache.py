@@ -607,9 +607,18 @@ class Cache:
             "benchmark_runs": one("SELECT COUNT(*) FROM benchmark_runs"),
             "benchmark_rows": one("SELECT COUNT(*) FROM benchmarks"),
             "plans": one("SELECT COUNT(*) FROM plans"),
+            "verdicts": self._optional_count("verdicts"),
+            "device_facts": self._optional_count("device_facts"),
             "file_bytes": size,
             "backends": dict(sorted(backends.items())),
         }
+
+    def _optional_count(self, table: str) -> int:
+        """Rows of a table added after schema version 1 (0 where an older read-only cache lacks it)."""
+        try:
+            return int(self._read(f"SELECT COUNT(*) FROM {table}")[0][0])
+        except sqlite3.OperationalError:
+            return 0
 
     def list_kernels(self) -> list[dict[str, Any]]:
         """Per (kernel key, backend): the micro-batch sizes benchmarked and the stored plans, sorted."""
@@ -715,13 +724,21 @@ class Cache:
         return {"benchmark_runs": len(runs), "benchmark_rows": sum(len(r["algos"]) for r in runs), "plans": len(plans)}
 
     def clear(self, *, plans_only: bool = False) -> dict[str, int]:
-        """Delete every plan, and unless ``plans_only`` every benchmark row too. Returns the counts deleted."""
+        """Delete every plan and verdict (checks of plans on real executions), and unless ``plans_only`` every
+        benchmark row and device fact too. Returns the counts deleted."""
+
+        def delete(conn: sqlite3.Connection, table: str) -> int:
+            try:
+                return int(conn.execute(f"DELETE FROM {table}").rowcount)
+            except sqlite3.OperationalError:  # an added table an older cache lacks
+                return 0
 
         def write(conn: sqlite3.Connection) -> dict[str, int]:
-            counts = {"plans": conn.execute("DELETE FROM plans").rowcount}
+            counts = {"plans": delete(conn, "plans"), "verdicts": delete(conn, "verdicts")}
             if not plans_only:
-                counts["benchmark_rows"] = conn.execute("DELETE FROM benchmarks").rowcount
-                counts["benchmark_runs"] = conn.execute("DELETE FROM benchmark_runs").rowcount
+                counts["benchmark_rows"] = delete(conn, "benchmarks")
+                counts["benchmark_runs"] = delete(conn, "benchmark_runs")
+                counts["device_facts"] = delete(conn, "device_facts")
             return counts
 
         counts = self._write(write)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ucudnn import cache as cache_mod
-from ucudnn.cache import APPLICATION_ID, SCHEMA_VERSION, BenchmarkRow, Cache, CacheError, PlanKey
+from ucudnn.cache import APPLICATION_ID, SCHEMA_VERSION, BenchmarkRow, Cache, CacheError, PlanKey, Verdict
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
 KEY = "fwd|float|x=32x64x56x56|w=64x64x3x3|pad=1,1|str=1,1|dil=1,1|g=1"
@@ -377,7 +377,28 @@ def test_import_validates_everything_before_writing(db: Cache, mutate: object, m
 
 def test_clear(db: Cache) -> None:
     _populate(db)
-    assert db.clear(plans_only=True) == {"plans": 2}
-    assert db.stats()["plans"] == 0 and db.stats()["benchmark_runs"] == 7
-    assert db.clear() == {"plans": 0, "benchmark_rows": 27, "benchmark_runs": 7}
-    assert db.stats()["kernels"] == 0
+    pk = PlanKey("k", "b", 4, "powerOfTwo", 1024, False)
+    db.put_verdict(Verdict(pk, ((2, 1, 0), (2, 1, 0)), ((4, 0, 0),), False, 2.0, 1.0, 3))
+    db.put_fact("b", "call_cost_ms", 0.04)
+    assert db.stats()["verdicts"] == 1 and db.stats()["device_facts"] == 1
+    assert db.clear(plans_only=True) == {"plans": 2, "verdicts": 1}
+    assert db.stats()["plans"] == 0 and db.stats()["benchmark_runs"] == 7 and db.get_fact("b", "call_cost_ms") == 0.04
+    assert db.clear() == {"plans": 0, "verdicts": 0, "benchmark_rows": 27, "benchmark_runs": 7, "device_facts": 1}
+    assert db.stats()["kernels"] == 0 and db.get_fact("b", "call_cost_ms") is None
+
+
+def test_an_older_cache_gains_the_added_tables(tmp_path: Path) -> None:
+    # A cache written before verdicts and device facts existed (same schema version) keeps working: the tables
+    # are added on open, nothing is moved aside.
+    path = tmp_path / "old.sqlite"
+    with Cache(path) as db:
+        _populate(db)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE verdicts")
+        conn.execute("DROP TABLE device_facts")
+    conn.close()
+    db = Cache(path)
+    assert db.stats()["plans"] == 2 and db.stats()["verdicts"] == 0
+    db.put_fact("b", "call_cost_ms", 0.5)
+    assert db.get_fact("b", "call_cost_ms") == 0.5
+    assert not list(tmp_path.glob("*.corrupt-*"))
