@@ -297,9 +297,11 @@ static uc_plan *build_plan(const uc_call *c, const ucudnn_plan_request *req, con
     return p;
 }
 
-/* Determinism of a stored plan (not a column of the cache): every micro-batch's algorithm as the real library
- * reports it at the call's N, unknown counting as deterministic (uc_algo_deterministic's rule). */
-static int stored_deterministic(const uc_call *c, const ucudnn_plan_reply *rep)
+/* Determinism of a plan from any source (planner reply, stored plan, fallback): every micro-batch's algorithm as
+ * the real library reports it at the call's N, unknown counting as deterministic (uc_algo_deterministic's rule).
+ * Never what the source says: a forged cache row must not make a deterministic request run a non-deterministic
+ * algorithm. */
+static int real_deterministic(const uc_call *c, const ucudnn_plan_reply *rep)
 {
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0;
@@ -321,7 +323,7 @@ static uc_plan *stored_plan(const uc_call *c, const ucudnn_plan_request *req, uc
         return NULL;
     uc_plan *p = NULL;
     if (rc == 0) {
-        rep->deterministic = stored_deterministic(c, rep);
+        rep->deterministic = real_deterministic(c, rep);
         const char *bad = validate(req, rep, why, sizeof why);
         p = bad ? NULL : build_plan(c, req, rep, policy, UC_SRC_CACHE, why, sizeof why);
     }
@@ -410,6 +412,8 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     if (p) {
         /* a stored plan, validated and built by stored_plan */
     } else if (rc == 0) {
+        if (rep.count >= 1 && rep.count <= rep.capacity)
+            rep.deterministic = real_deterministic(c, &rep);
         const char *bad = validate(&req, &rep, why, sizeof why);
         p = bad ? NULL : build_plan(c, &req, &rep, policy, source, why, sizeof why);
         if (!p) {

@@ -159,9 +159,11 @@ def test_atomics_algorithm_in_a_plan(run16: Run16, dtype: str) -> None:
     """BackwardData ALGO_0 adds its 4 partial sums into the 16-bit dx with atomics, rounding the running sum each
     time (after the beta scaling): up to 5 roundings of values of the running sum's magnitude, so against a
     single-rounded reference |got - ref| <= 6 u max|ref|."""
-    args = ["op=bwd_data", f"dtype={dtype}", "n=8", "ws=4000000", "algo=1", "beta=0.5"]
-    ref = undivided(run16, args).values(dtype)
-    got = micro_batched(run16, args, "4:0,4:1").values(dtype)
+    args = ["op=bwd_data", f"dtype={dtype}", "n=8", "ws=4000000", "beta=0.5"]
+    ref = undivided(run16, [*args, "algo=1"]).values(dtype)
+    # The caller runs the non-deterministic ALGO_0 itself: a plan with it is then allowed (the shim checks
+    # determinism with the real library, and the caller's algorithm says whether it is asked for).
+    got = micro_batched(run16, [*args, "algo=0"], "4:0,4:1").values(dtype)
     bound = 6 * UNIT_ROUNDOFF[dtype] * float(np.abs(ref).max())
     assert float(np.abs(got - ref).max()) <= bound
 

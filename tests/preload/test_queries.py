@@ -22,7 +22,8 @@ def test_results_well_formed(run_driver: RunDriver, op: str, query: str) -> None
     # Entry 0 is the plan: the largest micro-batch's algorithm, the plan's workspace and predicted time.
     first = perf[0]
     assert first["algo"] == 0 and first["status"] == 0 and first["time"] == pytest.approx(1.0)
-    assert first["determinism"] == 1 and first["math"] == 0
+    # Determinism is the real library's, whatever the planner said: the backward ops' ALGO_0 is not deterministic.
+    assert first["determinism"] == (1 if op == "fwd" else 0) and first["math"] == 0
     assert [p["algo"] for p in perf].count(first["algo"]) == 1
     # The workspace query answers the plan's workspace for that algorithm; execution runs the plan.
     assert rep["ws_bytes"] == first["memory"]
