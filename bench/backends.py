@@ -4,13 +4,18 @@ Both load the cuDNN library and then the preload library into this process with 
 library finds the already loaded ``libcudnn.so.9`` through ``dlopen(RTLD_NOLOAD)``, exactly as it does inside a
 framework. Undivided runs call the cuDNN library's own symbols, ucudnn runs call the preload library's.
 
-Timing (``Backend.time_ms``): warm-up calls, then one time per repeat:
+Timing (``Backend.sample``): one sample is ``calls`` back-to-back calls, issued without synchronising between
+them (as a framework issues its convolutions); its time is the total divided by ``calls``:
 
-* host, ``UCUDNN_HOST_TIMING=measure`` (default): wall clock (``time.perf_counter``) around each call.
+* host, ``UCUDNN_HOST_TIMING=measure`` (default): wall clock (``time.perf_counter``) around the calls.
 * host, ``UCUDNN_HOST_TIMING=model``: the host backend's per-thread model clock
-  (``ucudnn_host_model_clock_ms``), read before and after each call: the modelled time of exactly the
+  (``ucudnn_host_model_clock_ms``), read before and after the calls: the modelled time of exactly the
   convolutions that ran, micro-batches included, comparable with the modelled times ``Find`` reports.
-* cuda: CUDA events recorded on the handle's stream around each call.
+* cuda: CUDA events recorded on the handle's stream before the first call and after the last. GPU calls are
+  asynchronous: one call between two events would measure the host's latency to issue it, not the kernels.
+
+Each sample also reports the host wall time spent issuing its calls (before any synchronisation) per call. Host
+backend calls are synchronous, so there that time includes the convolutions themselves.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +39,19 @@ class BackendUnavailable(RuntimeError):
     """The requested backend cannot run on this machine; the message says why and what to do."""
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One timing sample of back-to-back calls, per call: the clock's time (ms) and the host's issue time (us)."""
+
+    ms_per_call: float
+    host_us_per_call: float
+
+
 class Backend(ABC):
     """A cuDNN library plus the preload library over it, device buffers and a timer.
 
     Arrays are the backend's own type (numpy on the host, CuPy on a GPU), float32, C-contiguous; ``ptr`` gives
-    the address cuDNN sees. The backend owns every array it returns until ``close``.
+    the address cuDNN sees. The backend owns every array it returns until ``release`` or ``close``.
     """
 
     name: str
@@ -65,12 +79,38 @@ class Backend(ABC):
     def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]: ...
 
     @abstractmethod
-    def workspace(self, nbytes: int) -> int:
-        """Address of a workspace of at least ``nbytes`` (0 for none), valid until the next call."""
+    def snapshot(self, array: Any) -> Any:
+        """A copy of ``array`` where it lives (on the device for cuda), owned by the backend until ``release``."""
 
     @abstractmethod
-    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
-        """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times, returning each run's time in ms."""
+    def compare(self, got: Any, ref: Any) -> tuple[float, float]:
+        """``(max |got - ref|, max |ref|)``; the first is inf where ``got - ref`` is NaN (a NaN anywhere)."""
+
+    @abstractmethod
+    def workspace(self, nbytes: int) -> int:
+        """Address of the workspace buffer, grown to at least ``nbytes`` (0 for none).
+
+        One buffer, sliced by every call that needs less: the address stays valid until a larger size is asked for
+        or ``release``. Get it before issuing calls, never inside a timed loop.
+        """
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free every array and the workspace handed out so far (the end of one problem x op)."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait until every call issued so far has completed."""
+
+    def issue(self, fn: Callable[[], None], calls: int) -> None:
+        """``calls`` untimed calls of ``fn`` back to back, then ``synchronize`` (warm-up)."""
+        for _ in range(calls):
+            fn()
+        self.synchronize()
+
+    @abstractmethod
+    def sample(self, fn: Callable[[], None], calls: int) -> Sample:
+        """Time ``calls`` back-to-back calls of ``fn`` (no synchronisation between them); per-call results."""
 
     @abstractmethod
     def device_name(self) -> str: ...
@@ -155,6 +195,18 @@ class HostBackend(Backend):
     def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
         return np.array(array, dtype=np.float32, copy=True)
 
+    def snapshot(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
+        a = self.to_numpy(array)
+        self._keep.append(a)
+        return a
+
+    def compare(self, got: Any, ref: Any) -> tuple[float, float]:
+        if ref.size == 0:
+            return 0.0, 0.0
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        err = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+        return err, float(np.max(np.abs(ref)))
+
     def workspace(self, nbytes: int) -> int:
         if nbytes <= 0:
             return 0
@@ -163,20 +215,21 @@ class HostBackend(Backend):
             self._ws = np.empty(nbytes, dtype=np.uint8)
         return int(self._ws.ctypes.data)
 
-    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
-        for _ in range(warmup):
+    def release(self) -> None:
+        self._keep.clear()
+        self._ws = np.empty(0, dtype=np.uint8)
+
+    def synchronize(self) -> None:
+        pass  # host backend calls return when their work is done
+
+    def sample(self, fn: Callable[[], None], calls: int) -> Sample:
+        before = self._clock() if self._clock is not None else 0.0
+        t0 = time.perf_counter()
+        for _ in range(calls):
             fn()
-        times: list[float] = []
-        for _ in range(repeat):
-            if self._clock is not None:
-                before = self._clock()
-                fn()
-                times.append(self._clock() - before)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return times
+        host_s = time.perf_counter() - t0
+        ms = self._clock() - before if self._clock is not None else host_s * 1e3
+        return Sample(ms / calls, host_s * 1e6 / calls)
 
     def device_name(self) -> str:
         threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
@@ -186,8 +239,7 @@ class HostBackend(Backend):
 
     def close(self) -> None:
         super().close()
-        self._keep.clear()
-        self._ws = np.empty(0, dtype=np.uint8)
+        self.release()
 
 
 def _real_cudnn_candidates() -> list[str]:
@@ -220,7 +272,8 @@ class CudaBackend(Backend):
         except ImportError as exc:
             raise BackendUnavailable(
                 f"--backend cuda needs CuPy ({exc}); install it with `pip install 'ucudnn[cuda]'` "
-                "(cupy-cuda12x) on a machine with an NVIDIA GPU, or use --backend host"
+                "(cupy-cuda13x; for a CUDA 12 driver, cupy-cuda12x) on a machine with an NVIDIA GPU, or use "
+                "--backend host"
             ) from None
         try:
             count = int(cupy.cuda.runtime.getDeviceCount())
@@ -253,6 +306,9 @@ class CudaBackend(Backend):
         self.real.set_stream(self.handle, int(self.stream.ptr))
         self._keep: list[Any] = []
         self._ws: Any = None
+        # Reused by every sample: each is synchronised on before the next records them again.
+        self._start = cupy.cuda.Event()
+        self._end = cupy.cuda.Event()
 
     def random(self, shape: tuple[int, ...], seed: int) -> Any:
         # Generated on the host so the inputs match the host backend's for the same seed.
@@ -280,31 +336,58 @@ class CudaBackend(Backend):
         return int(array.data.ptr)
 
     def to_numpy(self, array: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
-        self.stream.synchronize()
-        return np.asarray(self.cp.asnumpy(array, stream=self.stream), dtype=np.float32)
+        host = self.cp.asnumpy(array, stream=self.stream)  # ordered after our stream's work
+        self.stream.synchronize()  # CuPy < 13 copies asynchronously when given a stream
+        return np.asarray(host, dtype=np.float32)
+
+    def snapshot(self, array: Any) -> Any:
+        with self.stream:  # ordered after the cuDNN calls that wrote ``array``
+            a = array.copy()
+        self._keep.append(a)
+        return a
+
+    def compare(self, got: Any, ref: Any) -> tuple[float, float]:
+        # Reduced on the device, on our stream (after the calls that wrote ``got``): two scalars come back.
+        cp = self.cp
+        if int(ref.size) == 0:
+            return 0.0, 0.0
+        with self.stream:
+            diff = cp.abs(got - ref)
+            err = cp.where(cp.isnan(diff), cp.inf, diff).max()
+            pair = cp.stack((err, cp.abs(ref).max()))
+        host = pair.get(stream=self.stream)
+        self.stream.synchronize()  # CuPy < 13 copies asynchronously when given a stream
+        return float(host[0]), float(host[1])
 
     def workspace(self, nbytes: int) -> int:
         if nbytes <= 0:
             return 0
         if self._ws is None or int(self._ws.nbytes) < nbytes:
+            self.stream.synchronize()  # calls in flight may still use the old buffer
             self._ws = None
             self.cp.get_default_memory_pool().free_all_blocks()
             self._ws = self.cp.empty(nbytes, dtype=self.cp.uint8)
         return int(self._ws.data.ptr)
 
-    def time_ms(self, fn: Callable[[], None], warmup: int, repeat: int) -> list[float]:
-        for _ in range(warmup):
-            fn()
+    def release(self) -> None:
         self.stream.synchronize()
-        times: list[float] = []
-        for _ in range(repeat):
-            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
-            start.record(self.stream)
+        self._keep.clear()
+        self._ws = None
+        self.cp.get_default_memory_pool().free_all_blocks()  # cuDNN's own allocations need the memory back
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def sample(self, fn: Callable[[], None], calls: int) -> Sample:
+        self._start.record(self.stream)
+        t0 = time.perf_counter()
+        for _ in range(calls):
             fn()
-            end.record(self.stream)
-            end.synchronize()
-            times.append(float(self.cp.cuda.get_elapsed_time(start, end)))
-        return times
+        host_s = time.perf_counter() - t0
+        self._end.record(self.stream)
+        self._end.synchronize()
+        ms = float(self.cp.cuda.get_elapsed_time(self._start, self._end))
+        return Sample(ms / calls, host_s * 1e6 / calls)
 
     def device_name(self) -> str:
         props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
@@ -314,8 +397,7 @@ class CudaBackend(Backend):
 
     def close(self) -> None:
         super().close()
-        self._keep.clear()
-        self._ws = None
+        self.release()
 
 
 def open_backend(

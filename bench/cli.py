@@ -29,12 +29,20 @@ QUICK_LIMITS = "1MiB,4MiB,16MiB"
 QUICK_REPEAT = 3
 
 EPILOG = f"""
-timing: every execution is warmed up (--warmup), then the undivided baseline and ucudnn are timed alternately
---repeat times each (both see the same background load); medians are reported. The host backend
-times with the wall clock (time.perf_counter) by default; with --host-timing model (UCUDNN_HOST_TIMING=model)
-its Find reports modelled times and executions are timed by its model clock (ucudnn_host_model_clock_ms: the
-modelled time of exactly the convolutions that ran), so measured and predicted speedups are comparable. The cuda
-backend times with CUDA events on the handle's stream.
+timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
+between them, and its time is the total / the number of calls. Every execution is warmed up (--warmup samples),
+then the undivided baseline and ucudnn are sampled alternately --repeat times each (both see the same background
+load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default; with
+--host-timing model (UCUDNN_HOST_TIMING=model) its Find reports modelled times and executions are timed by its
+model clock (ucudnn_host_model_clock_ms: the modelled time of exactly the convolutions that ran), so measured and
+predicted speedups are comparable. The cuda backend times with CUDA events on the handle's stream, recorded
+before the first call of a sample and after its last. The host time spent issuing a sample's calls (before any
+synchronisation) is reported per call too (*_host_us_per_call in JSON/CSV, column "host us" with -v).
+
+the preload library checks each new micro-batched plan on its first 2*(S+1) executions against the undivided
+choice (S = UCUDNN_VERIFY_SAMPLES, 0: off) and then runs the faster. When a row's first call starts such a
+check, ucudnn is warmed up through at least 2*(S+1) calls before timing, so the timed samples run the settled
+choice; a row records whether its plan was checked (verified) and replaced (rejected_by_measurement).
 
 what is compared, per problem x op x limit: the fastest algorithm that Find on cuDNN itself reports within the
 limit, run undivided (what cuDNN alone does); ucudnn's plan for each policy, run through the preload library
@@ -109,9 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="host backend: BLAS threads (sets OPENBLAS_NUM_THREADS; default: the environment's, --quick: 1)",
     )
     what.add_argument(
-        "--repeat", type=int, metavar="R", help=f"timed runs per configuration (default 5; quick {QUICK_REPEAT})"
+        "--repeat", type=int, metavar="R", help=f"timed samples per configuration (default 5; quick {QUICK_REPEAT})"
     )
-    what.add_argument("--warmup", type=int, default=1, metavar="W", help="untimed runs first (default 1)")
+    what.add_argument(
+        "--calls-per-sample",
+        type=int,
+        metavar="K",
+        help="back-to-back calls per timing sample, issued without synchronising; the sample's time is divided by "
+        "K (default 10 on cuda, where calls are asynchronous and one call between two events measures the host's "
+        "latency, not the kernel; 1 on host, whose calls are synchronous: more would measure the same thing, only "
+        "slower)",
+    )
+    what.add_argument("--warmup", type=int, default=1, metavar="W", help="untimed samples first (default 1)")
     what.add_argument("--tolerance", type=float, help="max relative output error (default: backend's)")
     what.add_argument("--seed", type=int, default=1234, help="seed of the random inputs")
     what.add_argument("--database", metavar="PATH", help="SQLite cache (sets UCUDNN_DATABASE)")
@@ -229,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeat = args.repeat if args.repeat is not None else (QUICK_REPEAT if args.quick else 5)
         if repeat <= 0 or args.warmup < 0:
             raise UsageError("--repeat must be positive and --warmup not negative")
+        if args.calls_per_sample is not None and args.calls_per_sample <= 0:
+            raise UsageError(f"--calls-per-sample {args.calls_per_sample}: must be positive")
         threads = args.threads
         if threads is None and args.quick and args.backend == "host" and "OPENBLAS_NUM_THREADS" not in os.environ:
             threads = 1  # steady timings on a shared or small machine; see --threads
@@ -245,7 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported only now: loading the backends pulls in numpy and the native libraries.
     from ucudnn.bench import report
     from ucudnn.bench.backends import BackendUnavailable, open_backend
-    from ucudnn.bench.runner import RunConfig, Runner
+    from ucudnn.bench.runner import RunConfig, Runner, default_calls_per_sample, verify_samples
+
+    try:
+        samples = verify_samples()
+    except ConfigError as exc:
+        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
+        return 2
+    calls = args.calls_per_sample if args.calls_per_sample is not None else default_calls_per_sample(args.backend)
 
     try:
         backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads)
@@ -260,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         tolerance=args.tolerance,
         seed=args.seed,
+        calls_per_sample=calls,
+        verify_samples=samples,
     )
     device = backend.device_name()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -294,7 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "limits_bytes": limits,
         "policies": policies,
         "repeat": repeat,
+        "calls_per_sample": calls,
         "warmup": args.warmup,
+        "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
         "database": os.environ.get("UCUDNN_DATABASE", ""),
         "preload": str(backend.preload_path),

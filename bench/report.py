@@ -126,6 +126,14 @@ def summary_table(rows: Sequence[Row], *, title: str, elapsed_s: float, device: 
             if key not in seen:
                 seen.add(key)
                 lines.append(f"skipped: {r.problem} ({r.origin}) {r.op}: {r.reason}")
+    checked = [r for r in rows if r.status == "ok" and r.verified]
+    if checked:
+        replaced = sum(r.rejected_by_measurement for r in checked)
+        lines.append("")
+        lines.append(
+            f"checked on real executions: {len(checked)} new micro-batched plan(s), {replaced} replaced by the "
+            "undivided choice (their rows time that choice)"
+        )
     wrong = [r for r in rows if r.status == "ok" and not r.output_match]
     for r in wrong:
         lines.append(
@@ -137,20 +145,34 @@ def summary_table(rows: Sequence[Row], *, title: str, elapsed_s: float, device: 
     return "\n".join(lines)
 
 
+HOST_LEGEND = (
+    "host us: host wall time issuing one call (a sample's back-to-back calls, before any synchronisation, / calls; "
+    "median), undivided / ucudnn; on the host backend calls are synchronous, so it includes the convolution"
+)
+
+
+def _check_note(r: Row) -> str:
+    if r.rejected_by_measurement:
+        return "; checked: plan replaced by the undivided choice"
+    return "; checked: plan kept" if r.verified else ""
+
+
 def detail_table(rows: Sequence[Row]) -> str:
     """Every measured row, one line each (``--verbose``)."""
     lines = [
         f"{'problem':<26} {'op':<10} {'limit':>7} {'policy':<10} {'undiv ms':>9} {'ucudnn ms':>9} {'pred ms':>9} "
-        f"{'speedup':>7}  plan"
+        f"{'speedup':>7} {'host us':>15}  plan"
     ]
     for r in rows:
         if r.status != "ok":
             continue
+        host = f"{_fmt(r.undivided_host_us_per_call, '.1f')}/{_fmt(r.ucudnn_host_us_per_call, '.1f')}"
         lines.append(
             f"{r.problem[:26]:<26} {r.op:<10} {format_size(r.limit_bytes):>7} {r.policy:<10} "
-            f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x  "
-            f"{format_micro_batches(r.micro_batches)} (undivided {r.undivided_algo})"
+            f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x {host:>15}  "
+            f"{format_micro_batches(r.micro_batches)} (undivided {r.undivided_algo}{_check_note(r)})"
         )
+    lines.append(HOST_LEGEND)
     return "\n".join(lines)
 
 

@@ -13,8 +13,18 @@ Per problem and op:
 3. ucudnn's output is compared with the undivided output from the same inputs. Outputs are filled with NaN before
    every configuration (beta = 0 must overwrite them), so a micro-batch that was skipped cannot go unnoticed.
 
-Every execution is warmed up, then timed ``repeat`` times; the median is reported. The undivided baseline and
-ucudnn are timed alternately, so that both see the same background load on a shared machine.
+Timing, as a framework runs: each sample is ``calls_per_sample`` back-to-back calls issued without synchronising
+between them (GPU calls are asynchronous; a framework issues its convolutions one after another), and its time is
+the total divided by the number of calls. Every execution is warmed up, then sampled ``repeat`` times; the median
+is reported. The undivided baseline and ucudnn are sampled alternately, so that both see the same background load
+on a shared machine. The host time spent issuing each sample's calls (before any synchronisation) is reported per
+call as well: it is what each call costs the framework's thread.
+
+The preload library checks a new micro-batched plan on its first ``2 * (S + 1)`` executions, alternating with the
+undivided choice (S = ``UCUDNN_VERIFY_SAMPLES``), and then runs the faster. So when a row's first call starts a
+check (the shim's ``verify_executions`` counter moves), ucudnn is warmed up through at least that many calls before
+it is timed: the timed samples see the settled choice, and the plan read back afterwards is the one that was kept.
+Whether the check replaced the plan is recorded per row.
 """
 
 from __future__ import annotations
@@ -26,9 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ucudnn.bench.backends import Backend
+from ucudnn import config
+from ucudnn.bench.backends import Backend, Sample
 from ucudnn.bench.capi import CudnnError, Descriptors, Perf, algo_name
 from ucudnn.bench.problems import Problem
 
@@ -60,6 +69,7 @@ class Row:
     reason: str = ""
     timing: str = ""
     repeat: int = 0
+    calls_per_sample: int = 0
     undivided_algo: str = ""
     undivided_workspace_bytes: int = 0
     undivided_ms: float = math.nan
@@ -68,7 +78,10 @@ class Row:
     ceiling_workspace_bytes: int = 0
     ceiling_ms: float = math.nan
     ucudnn_ms: float = math.nan
-    ucudnn_times_ms: list[float] = field(default_factory=list)
+    ucudnn_times_ms: list[float] = field(default_factory=list)  # per call, one per sample
+    # Host wall time spent issuing one sample's calls (before any synchronisation) / calls, median over samples.
+    undivided_host_us_per_call: float = math.nan
+    ucudnn_host_us_per_call: float = math.nan
     predicted_ms: float = math.nan
     plan_workspace_bytes: int = 0
     micro_batches: list[dict[str, Any]] = field(default_factory=list)
@@ -81,9 +94,31 @@ class Row:
     tolerance: float = math.nan
     output_match: bool = False
     passthrough_calls: int = 0
+    verified: bool = False  # the preload library checked this row's plan on real executions during its warm-up
+    rejected_by_measurement: bool = False  # ... and replaced it by the undivided choice, which is what was timed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+DEFAULT_CALLS_PER_SAMPLE = {"cuda": 10, "host": 1}
+
+
+def default_calls_per_sample(backend: str) -> int:
+    """Back-to-back calls per sample: 10 on a GPU (its calls are asynchronous), 1 on the host backend (its calls
+    are synchronous, so more would measure the same thing, only slower)."""
+    return DEFAULT_CALLS_PER_SAMPLE.get(backend, 1)
+
+
+def verify_samples() -> int:
+    """S = UCUDNN_VERIFY_SAMPLES as the preload library reads it: a new micro-batched plan's first 2 * (S + 1)
+    executions alternate with the undivided choice (0: no check). Raises ConfigError for a bad value."""
+    return int(config.get("UCUDNN_VERIFY_SAMPLES"))
+
+
+def verify_calls(samples: int) -> int:
+    """Executions the preload library spends checking a new micro-batched plan."""
+    return 2 * (samples + 1) if samples > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -92,9 +127,11 @@ class RunConfig:
     limits: Sequence[int]
     policies: Sequence[str]
     repeat: int = 3
-    warmup: int = 1
+    warmup: int = 1  # untimed samples before timing
     tolerance: float | None = None  # None: the backend's default
     seed: int = 1234
+    calls_per_sample: int | None = None  # None: default_calls_per_sample(backend)
+    verify_samples: int | None = None  # None: verify_samples(), read from the environment
 
 
 @dataclass
@@ -108,11 +145,26 @@ class _Case:
     in1: Any
     out: Any
     perfs: list[Perf]
-    outputs: dict[int, np.ndarray[Any, np.dtype[np.float32]]] = field(default_factory=dict)
+    outputs: dict[int, Any] = field(default_factory=dict)  # reference output per undivided algo, on the device
+
+    def drop(self) -> None:
+        """Forget the buffers, so that the backend's ``release`` can free them."""
+        self.in0 = self.in1 = self.out = None
+        self.outputs.clear()
 
 
 def _median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs)) if xs else math.nan
+
+
+def _calls_per_sample(cfg: RunConfig, backend: Backend) -> int:
+    return cfg.calls_per_sample if cfg.calls_per_sample is not None else default_calls_per_sample(backend.name)
+
+
+def _count(stats: dict[str, Any], key: str) -> int:
+    """A counter of the preload library's stats; 0 when this build does not have it."""
+    value = stats.get(key, 0)
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def _base_row(p: Problem, op: str, limit: int, policy: str, backend: Backend, cfg: RunConfig) -> Row:
@@ -136,6 +188,7 @@ def _base_row(p: Problem, op: str, limit: int, policy: str, backend: Backend, cf
         policy=policy,
         timing=backend.timing,
         repeat=cfg.repeat,
+        calls_per_sample=_calls_per_sample(cfg, backend),
         tolerance=cfg.tolerance if cfg.tolerance is not None else backend.default_tolerance,
     )
 
@@ -165,6 +218,10 @@ class Runner:
     def __init__(self, backend: Backend, cfg: RunConfig, progress: ProgressFn | None = None) -> None:
         self.b = backend
         self.cfg = cfg
+        self.calls = _calls_per_sample(cfg, backend)
+        self.verify_calls = verify_calls(cfg.verify_samples if cfg.verify_samples is not None else verify_samples())
+        if self.calls <= 0 or cfg.repeat <= 0 or cfg.warmup < 0:
+            raise ValueError("calls_per_sample and repeat must be positive, warmup not negative")
         self.progress = progress or (lambda done, total, text: None)
 
     def run(self, problems: Sequence[Problem]) -> list[Row]:
@@ -192,8 +249,10 @@ class Runner:
         try:
             case = self._prepare(p, op)
         except (CudnnError, MemoryError) as exc:
+            self.b.release()
             return self._skipped(p, op, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # e.g. CuPy's OutOfMemoryError, whose type lives in CuPy
+            self.b.release()
             if "memory" not in type(exc).__name__.lower():
                 raise
             return self._skipped(p, op, f"{type(exc).__name__}: {exc}")
@@ -201,6 +260,8 @@ class Runner:
             return self._measure(case)
         finally:
             self.b.real.destroy_descriptors(case.d)
+            case.drop()
+            self.b.release()  # this case's buffers, references and workspace
 
     def _prepare(self, p: Problem, op: str) -> _Case:
         d = self.b.real.make_descriptors(
@@ -217,32 +278,31 @@ class Runner:
             raise
         return _Case(p, op, d, in0, in1, out, perfs)
 
-    def _undivided_call(self, case: _Case, perf: Perf) -> Callable[[], None]:
-        """One call of ``perf.algo`` on the cuDNN library itself, with a workspace of the size Find reported."""
+    def _call(self, case: _Case, algo: int, ws_bytes: int, *, hooked: bool) -> Callable[[], None]:
+        """One call of ``algo`` on the cuDNN library itself (or through the preload library), arguments bound once.
+
+        The workspace is the case's one buffer (grown if needed, then sliced): nothing is allocated per call.
+        """
         b = self.b
+        lib = b.hooked if hooked else b.real
+        ws = b.workspace(ws_bytes)
+        return lib.executor(
+            case.op, b.handle, case.d, algo, b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out), ws, ws_bytes
+        )
 
-        def call() -> None:
-            ws = b.workspace(perf.memory_bytes)
-            b.real.execute(
-                case.op,
-                b.handle,
-                case.d,
-                perf.algo,
-                b.ptr(case.in0),
-                b.ptr(case.in1),
-                b.ptr(case.out),
-                ws,
-                perf.memory_bytes,
-            )
-
-        return call
+    def _undivided_call(self, case: _Case, perf: Perf) -> Callable[[], None]:
+        """``perf.algo`` on the cuDNN library itself, with a workspace of the size Find reported."""
+        return self._call(case, perf.algo, perf.memory_bytes, hooked=False)
 
     def _reference(self, case: _Case, perf: Perf) -> None:
         """Run ``perf.algo`` once from a NaN-filled output and keep the result (once per algorithm)."""
         if perf.algo not in case.outputs:
             self.b.fill(case.out, math.nan)
-            self._undivided_call(case, perf)()
-            case.outputs[perf.algo] = self.b.to_numpy(case.out)
+            self.b.issue(self._undivided_call(case, perf), 1)
+            case.outputs[perf.algo] = self.b.snapshot(case.out)
+
+    def _samples(self, fn: Callable[[], None]) -> Sample:
+        return self.b.sample(fn, self.calls)
 
     def _measure(self, case: _Case) -> list[Row]:
         p, op = case.problem, case.op
@@ -252,8 +312,13 @@ class Runner:
             return self._skipped(p, op, f"no algorithm succeeded at N={p.n} ({statuses})")
         ceiling = ok[0]
         try:
+            # Every undivided algorithm used below fits in the ceiling's workspace (a faster one that fits a limit
+            # would be the ceiling): one buffer of that size serves them all; only a larger ucudnn plan grows it.
+            self.b.workspace(ceiling.memory_bytes)
             self._reference(case, ceiling)
-            ceiling_ms = _median(self.b.time_ms(self._undivided_call(case, ceiling), self.cfg.warmup, self.cfg.repeat))
+            call = self._undivided_call(case, ceiling)
+            self.b.issue(call, self.cfg.warmup * self.calls)
+            ceiling_ms = _median([self._samples(call).ms_per_call for _ in range(self.cfg.repeat)])
         except CudnnError as exc:
             return self._skipped(p, op, f"undivided {algo_name(op, ceiling.algo)} failed: {exc}")
         rows: list[Row] = []
@@ -286,7 +351,7 @@ class Runner:
         """Plan through the preload library, then time it interleaved with the undivided baseline.
 
         Interleaving (undivided, ucudnn, undivided, ucudnn, ...) keeps both medians under the same background
-        load on a shared machine; the last call is ucudnn's, so its output is what ``_compare`` reads.
+        load on a shared machine; the last sample is ucudnn's, so its output is what ``_compare`` reads.
         """
         b, op = self.b, case.op
         b.shim.clear_plans()  # planning is then timed from the SQLite cache or the benchmark, never memory
@@ -308,29 +373,46 @@ class Runner:
             why = f"{ws_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
             raise CudnnError("ucudnn Get*WorkspaceSize", -1, why)
         plan = b.shim.last_plan()
-        passthrough_before = int(b.shim.stats().get("passthrough", 0))
-
-        def ucudnn_call() -> None:
-            ws = b.workspace(ws_bytes)
-            b.hooked.execute(
-                op, b.handle, case.d, chosen.algo, b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out), ws, ws_bytes
-            )
-
+        before = b.shim.stats()
+        b.workspace(max(ws_bytes, base.memory_bytes))  # grow the case's buffer first: both calls slice it
+        ucudnn_call = self._call(case, chosen.algo, ws_bytes, hooked=True)
         undivided_call = self._undivided_call(case, base)
-        b.time_ms(undivided_call, self.cfg.warmup, 0)
+        warm = self.cfg.warmup * self.calls
+        b.issue(undivided_call, warm)
         b.fill(case.out, math.nan)
-        b.time_ms(ucudnn_call, self.cfg.warmup, 0)
-        undivided: list[float] = []
-        ucudnn: list[float] = []
+        # A new micro-batched plan is checked on its first executions; the timed samples must see the settled
+        # choice. A check starts with the first execution of the row's decision (the plan cache was cleared above),
+        # so when that one was not a check's (the shim's counter says so), there is none to wait for.
+        b.issue(ucudnn_call, 1)
+        checking = self.verify_calls > 0 and (
+            "verify_executions" not in before
+            or _count(b.shim.stats(), "verify_executions") > _count(before, "verify_executions")
+        )
+        if checking:
+            b.issue(ucudnn_call, max(warm, self.verify_calls) - 1)
+            # On a GPU the check reads its events one call late (never synchronising): after the synchronisation
+            # in ``issue``, one more call settles it.
+            b.issue(ucudnn_call, 1)
+        else:
+            b.issue(ucudnn_call, max(warm - 1, 0))
+        undivided: list[Sample] = []
+        ucudnn: list[Sample] = []
         for _ in range(self.cfg.repeat):
-            undivided += b.time_ms(undivided_call, 0, 1)
+            undivided.append(self._samples(undivided_call))
             b.fill(case.out, math.nan)
-            ucudnn += b.time_ms(ucudnn_call, 0, 1)
+            ucudnn.append(self._samples(ucudnn_call))
         executed = b.shim.last_plan() or plan
-        row.passthrough_calls = int(b.shim.stats().get("passthrough", 0)) - passthrough_before
-        row.undivided_ms = _median(undivided)
-        row.ucudnn_times_ms = ucudnn
-        row.ucudnn_ms = _median(ucudnn)
+        after = b.shim.stats()
+        row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
+        row.verified = _count(after, "verified") > _count(before, "verified")
+        row.rejected_by_measurement = _count(after, "rejected_by_measurement") > _count(
+            before, "rejected_by_measurement"
+        )
+        row.undivided_ms = _median([s.ms_per_call for s in undivided])
+        row.undivided_host_us_per_call = _median([s.host_us_per_call for s in undivided])
+        row.ucudnn_times_ms = [s.ms_per_call for s in ucudnn]
+        row.ucudnn_ms = _median(row.ucudnn_times_ms)
+        row.ucudnn_host_us_per_call = _median([s.host_us_per_call for s in ucudnn])
         # No plan ran (every call passed through): there is no prediction to compare with.
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
         row.plan_workspace_bytes = int(executed.get("workspace_bytes", ws_bytes))
@@ -339,14 +421,11 @@ class Runner:
             row.reason = f"{row.passthrough_calls} call(s) passed through unplanned"
 
     def _compare(self, case: _Case, base: Perf, row: Row) -> None:
-        ref = case.outputs[base.algo]
-        got = self.b.to_numpy(case.out)
-        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-        row.max_abs_error = float(np.max(diff)) if diff.size else 0.0
+        # On the backend's device; only the two maxima come back.
+        row.max_abs_error, scale = self.b.compare(case.out, case.outputs[base.algo])
         row.rel_error = row.max_abs_error / scale if scale > 0 else row.max_abs_error
-        # NaN anywhere (a skipped micro-batch leaves the NaN fill) makes the comparison false.
-        row.output_match = bool(np.all(np.isfinite(got))) and row.rel_error <= row.tolerance
+        # NaN anywhere (a skipped micro-batch leaves the NaN fill) makes the error infinite and the comparison false.
+        row.output_match = math.isfinite(row.rel_error) and row.rel_error <= row.tolerance
         row.speedup = row.undivided_ms / row.ucudnn_ms if row.ucudnn_ms > 0 else math.nan
         row.predicted_speedup = row.undivided_find_ms / row.predicted_ms if row.predicted_ms > 0 else math.nan
         row.ceiling_speedup = row.ceiling_ms / row.ucudnn_ms if row.ucudnn_ms > 0 else math.nan

@@ -150,7 +150,9 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         return NULL;
     uc_verify *check = NULL;
     if (p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace()) {
-        if (p->limit != usable) { /* made under a larger limit: ask what is known at exactly this workspace */
+        /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
+         * known about exactly this one -- a check may have settled it in an earlier run. */
+        if (p->limit != usable || p->det_requested != det) {
             uc_plan *q = uc_plan_exact(c, usable, det);
             if (q && q->verified) {
                 uc_plan_release(p);

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,7 @@ def test_list_suites_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0
     text = capsys.readouterr().out
     assert "model clock" in text and "perf_counter" in text and "CUDA events" in text
+    assert "--calls-per-sample" in text and "synchronous" in text and "UCUDNN_VERIFY_SAMPLES" in text
 
 
 @pytest.mark.parametrize(
@@ -59,6 +61,7 @@ def test_list_suites_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         (["--quick", "--ops", "fwd,sideways"], "unknown op 'sideways'"),
         (["--quick", "--policy", "half"], "unknown policy 'half'"),
         (["--quick", "--batch", "0"], "--batch 0"),
+        (["--quick", "--calls-per-sample", "0"], "--calls-per-sample 0"),
         ([], "nothing to run"),
         (["--problems", "/nonexistent/problems.csv"], "cannot read"),
         (["--problems", str(DATA / "conv_problems_small.h"), "--set", "bogus"], "bogus"),
@@ -67,6 +70,13 @@ def test_list_suites_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_arguments_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_bad_verify_samples_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The warm-up through the shim depends on it, so a value the shim would reject is refused before any run.
+    monkeypatch.setenv("UCUDNN_VERIFY_SAMPLES", "three")
+    assert main(["--quick", "--progress", "none"]) == 2
+    assert "UCUDNN_VERIFY_SAMPLES" in capsys.readouterr().err
 
 
 def test_malformed_row_exit_2_names_the_row(tmp_path: Path) -> None:
@@ -103,8 +113,25 @@ ROW_FIELDS = {
     "undivided_algo", "undivided_workspace_bytes", "undivided_ms", "undivided_find_ms", "ceiling_algo",
     "ceiling_workspace_bytes", "ceiling_ms", "ucudnn_ms", "ucudnn_times_ms", "predicted_ms", "plan_workspace_bytes",
     "micro_batches", "planning_ms", "speedup", "predicted_speedup", "ceiling_speedup", "max_abs_error", "rel_error",
-    "tolerance", "output_match", "passthrough_calls", "n", "w", "h", "c", "k",
+    "tolerance", "output_match", "passthrough_calls", "n", "w", "h", "c", "k", "calls_per_sample",
+    "undivided_host_us_per_call", "ucudnn_host_us_per_call", "verified", "rejected_by_measurement",
 }  # fmt: skip
+
+
+def own_call(row: dict[str, Any]) -> bool:
+    """The row's executed plan is cuDNN's own call: one micro-batch of N with the undivided algorithm."""
+    return [(m["batch"], m["algo_name"], m["count"]) for m in row["micro_batches"]] == [
+        (row["n"], row["undivided_algo"], 1)
+    ]
+
+
+def micro_batched(row: dict[str, Any]) -> bool:
+    return sum(m["count"] for m in row["micro_batches"]) > 1
+
+
+def assert_host_times(row: dict[str, Any]) -> None:
+    for key in ("undivided_host_us_per_call", "ucudnn_host_us_per_call"):
+        assert row[key] is not None and 0 < row[key] < 60e6, (key, row)
 
 
 def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
@@ -112,20 +139,23 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "cache.sqlite"
     args = [
         "--problems", str(problems), "--policy", "undivided,powerOfTwo,all", "--workspace", "16KiB,512KiB,2MiB",
-        "--repeat", "2", "--host-timing", "model", "--json", str(out_json), "--csv", str(out_csv),
-        "--database", str(db), "--progress", "none",
+        "--host-timing", "model", "--json", str(out_json), "--csv", str(out_csv), "--database", str(db),
+        "--progress", "none",
     ]  # fmt: skip
-    r = run_cli(*args)
+    r = run_cli(*args, "--repeat", "1", "--calls-per-sample", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "geomean" in r.stdout and "total run time" in r.stdout
     doc = json.loads(out_json.read_text())
     rows = doc["rows"]
     assert len(rows) == 2 * 3 * 3 * 3  # problems x ops x limits x policies
     assert doc["meta"]["timing"] == "model" and doc["summary"]
+    assert doc["meta"]["calls_per_sample"] == 2 and doc["meta"]["verify_samples"] == 3
     ok = [row for row in rows if row["status"] == "ok"]
     assert len(ok) == len(rows), [row["reason"] for row in rows if row["status"] != "ok"]
     for row in ok:
         assert ROW_FIELDS <= set(row)
+        assert row["calls_per_sample"] == 2 and len(row["ucudnn_times_ms"]) == 1, row
+        assert_host_times(row)
         assert row["output_match"], row
         assert row["passthrough_calls"] == 0, row
         assert row["plan_workspace_bytes"] <= row["limit_bytes"]
@@ -140,15 +170,24 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     # Micro-batching must actually happen somewhere, and never lose against the undivided baseline.
     assert any(len(row["micro_batches"]) > 1 or row["micro_batches"][0]["count"] > 1 for row in ok)
     assert all(row["speedup"] >= 1 - 1e-3 for row in ok)
+    # New micro-batched plans were checked on real executions during the warm-up, and what the timed samples saw
+    # (each ucudnn_ms == predicted_ms above) is the kept plan, not an alternation with the undivided choice.
+    assert any(row["verified"] for row in ok)
     with out_csv.open() as fh:
-        assert len(list(csv.DictReader(fh))) == len(rows)
+        got = list(csv.DictReader(fh))
+    assert len(got) == len(rows) and float(got[0]["ucudnn_host_us_per_call"]) > 0
     assert db.exists() and db.stat().st_size > 0
 
-    # A second run plans from the SQLite cache and gets the same plans.
-    r2 = run_cli(*args)
+    # A second run plans from the SQLite cache and gets the same plans; one call per sample (the host default)
+    # gives the same per-call model times as two.
+    r2 = run_cli(*args, "--repeat", "2")
     assert r2.returncode == 0, r2.stdout + r2.stderr
     rows2 = json.loads(out_json.read_text())["rows"]
     assert [row["micro_batches"] for row in rows2] == [row["micro_batches"] for row in rows]
+    assert all(row["calls_per_sample"] == 1 and len(row["ucudnn_times_ms"]) == 2 for row in rows2)
+    for one, two in zip(rows2, rows, strict=True):
+        assert math.isclose(one["ucudnn_ms"], two["ucudnn_ms"], rel_tol=1e-9), (one, two)
+        assert math.isclose(one["undivided_ms"], two["undivided_ms"], rel_tol=1e-9), (one, two)
 
 
 def test_unrunnable_problem_is_skipped_and_the_run_continues(tmp_path: Path) -> None:
@@ -166,21 +205,78 @@ def test_unrunnable_problem_is_skipped_and_the_run_continues(tmp_path: Path) -> 
     assert "skipped: giant" in r.stdout
 
 
-def test_passthrough_is_never_credited_with_a_speedup(tmp_path: Path) -> None:
-    """With the shim disabled every call passes through: the "ucudnn" run must use an algorithm that fits the
-    limit (not v7's unlimited favourite), so each speedup is exactly 1 under the model clock, with no prediction."""
+@pytest.mark.parametrize("shim", ["disabled", "planning"])
+def test_cudnns_own_call_comes_out_at_1x(tmp_path: Path, shim: str) -> None:
+    """A row that runs exactly cuDNN's own call is timed at 1.00x, with several calls per sample.
+
+    disabled: every call passes through; the "ucudnn" run must use an algorithm that fits the limit (not v7's
+    unlimited favourite), and it is never credited with a speedup or a prediction. planning: rows whose plan is one
+    micro-batch with the undivided algorithm; micro-batched rows in the same run take exactly their prediction.
+    Under the model clock both are exact: a timed sample that ran anything else (a different algorithm, a check's
+    alternation with the undivided choice, calls not divided out) shows.
+    """
     problems = write(tmp_path, "tiny.csv", TINY)
     out_json = tmp_path / "r.json"
     args = [
         "--problems", str(problems), "--workspace", "16KiB,512KiB", "--repeat", "1", "--host-timing", "model",
-        "--json", str(out_json), "--database", str(tmp_path / "cache.sqlite"), "--progress", "none",
+        "--calls-per-sample", "3", "--json", str(out_json), "--database", str(tmp_path / "cache.sqlite"),
+        "--progress", "none", "--policy", "powerOfTwo" if shim == "disabled" else "undivided,powerOfTwo",
     ]  # fmt: skip
-    r = run_cli(*args, env={"UCUDNN_DISABLE": "1"})
+    r = run_cli(*args, env={"UCUDNN_DISABLE": "1" if shim == "disabled" else "0"})
     assert r.returncode == 0, r.stdout + r.stderr
     rows = json.loads(out_json.read_text())["rows"]
     assert rows and all(row["status"] == "ok" for row in rows), rows
     for row in rows:
-        assert row["passthrough_calls"] > 0 and row["micro_batches"] == [], row
-        assert row["output_match"], row
-        assert row["speedup"] == pytest.approx(1.0, rel=1e-9), row
-        assert row["predicted_speedup"] is None, row
+        assert row["output_match"] and row["calls_per_sample"] == 3, row
+        assert_host_times(row)
+        if shim == "disabled":
+            assert row["passthrough_calls"] > 0 and row["micro_batches"] == [], row
+            assert row["predicted_speedup"] is None and not row["verified"], row
+            assert abs(row["speedup"] - 1.0) <= 1e-6, row
+        else:
+            assert row["passthrough_calls"] == 0, row
+            if own_call(row):
+                assert abs(row["speedup"] - 1.0) <= 1e-6, row
+            else:  # float32 Find times in the prediction
+                assert micro_batched(row) and math.isclose(row["ucudnn_ms"], row["predicted_ms"], rel_tol=1e-5), row
+    if shim == "planning":
+        assert any(own_call(row) for row in rows) and any(micro_batched(row) for row in rows)
+
+
+# A layer whose backward-filter ALGO_1 needs a workspace growing with N: at 8028160 bytes it fits micro-batches of
+# 4 only. Find reports ALGO_1 twice as fast as it runs, so the planner prefers 4 x b4 ALGO_1 to one call of
+# ALGO_3, which is really faster (tests/preload/test_never_slower.py).
+SKEWED = "label,w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h\nskewed,28,28,64,16,64,3,3,1,1,1,1\n"
+
+
+def test_a_plan_replaced_by_its_check_is_timed_as_the_kept_choice(tmp_path: Path) -> None:
+    problems = write(tmp_path, "skewed.csv", SKEWED)
+    out_json = tmp_path / "r.json"
+    r = run_cli(
+        "--problems", str(problems), "--ops", "bwd-filter", "--workspace", "8028160", "--repeat", "2",
+        "--host-timing", "model", "--json", str(out_json), "--database", str(tmp_path / "cache.sqlite"),
+        "--progress", "none", "-v",
+        env={"UCUDNN_HOST_FIND_SKEW": "bwd_filter:1:0.5", "UCUDNN_VERIFY_SAMPLES": "3"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads(out_json.read_text())["rows"]
+    assert row["verified"] and row["rejected_by_measurement"], row
+    # The plan read back is the kept one, the undivided ALGO_3: cuDNN's own call, so exactly 1x. Had a timed
+    # sample still been part of the check, it would have alternated with the slower 4 x b4 ALGO_1.
+    assert row["micro_batches"] == [{"batch": 16, "algo": 3, "algo_name": "ALGO_3", "count": 1}], row
+    assert own_call(row) and abs(row["speedup"] - 1.0) <= 1e-6, row
+    assert math.isclose(row["ucudnn_ms"], row["predicted_ms"], rel_tol=1e-5), row
+    assert row["output_match"], row
+    assert "plan replaced by the undivided choice" in r.stdout and "1 replaced" in r.stdout
+
+
+def test_the_host_path_never_imports_cupy(tmp_path: Path) -> None:
+    problems = write(tmp_path, "p.csv", "small,8,8,4,2,4,3,3,1,1,1,1\n")
+    code = (
+        "import sys\nfrom ucudnn.bench.cli import main\n"
+        f"rc = main(['--problems', {str(problems)!r}, '--ops', 'fwd', '--workspace', '1MiB', '--host-timing', "
+        f"'model', '--database', {str(tmp_path / 'db.sqlite')!r}, '--progress', 'none'])\n"
+        "assert 'cupy' not in sys.modules, 'the host path imported CuPy'\nsys.exit(rc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -63,6 +63,23 @@ def test_json_csv_and_plot(tmp_path: Path) -> None:
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_host_times_and_checks_are_shown() -> None:
+    kept, replaced, plain = make_row("a", 1, 2.0), make_row("b", 1, 1.0), make_row("c", 1, 1.0)
+    kept.verified = True
+    replaced.verified = replaced.rejected_by_measurement = True
+    kept.undivided_host_us_per_call, kept.ucudnn_host_us_per_call = 12.5, 3.25
+    detail = report.detail_table([kept, replaced, plain])
+    line_a, line_b, line_c = detail.splitlines()[1:4]
+    assert "12.5/3.2" in line_a and "checked: plan kept" in line_a
+    assert "checked: plan replaced by the undivided choice" in line_b
+    assert "checked" not in line_c and "-/-" in line_c  # not measured: no host time
+    assert detail.splitlines()[-1] == report.HOST_LEGEND and "before any synchronisation" in report.HOST_LEGEND
+    text = report.summary_table([kept, replaced, plain], title="T", elapsed_s=0, device="d", timing="m")
+    assert "checked on real executions: 2 new micro-batched plan(s), 1 replaced" in text
+    alone = report.summary_table([plain], title="T", elapsed_s=0, device="d", timing="m")
+    assert "checked on real executions" not in alone
+
+
 def test_progress_modes() -> None:
     out = io.StringIO()
     p = report.Progress("lines", out)

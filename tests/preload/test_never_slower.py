@@ -185,3 +185,16 @@ def test_the_check_runs_on_the_wall_clock_too(run_driver: RunDriver) -> None:
     else:
         assert counts["verified"] == 1 and counts["verify_executions"] == 8
     assert_close(got.output("float"), ref.output("float"), "float")
+
+
+def test_a_verdict_reached_after_get_v7_is_remembered(run_driver: RunDriver) -> None:
+    # PyTorch-like with an explicit cap: Get*_v7 plans without determinism, the caller then executes entry 0's
+    # (deterministic) algorithm, so the execution asks for a deterministic plan. The verdict is stored for that
+    # request, and the next run must find it rather than check the same plan again.
+    args = ["op=bwd_filter", *LAYER, "query=get", "repeat=10"]
+    env = SKEW | CHECK | {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(WS_B4)}
+    first = run_driver(*args, env=env)
+    assert _counts(first)["verified"] == 1 and _counts(first)["rejected_by_measurement"] == 1
+    again = run_driver(*args, env=env)
+    assert _counts(again)["verify_executions"] == 0 and _counts(again)["verified"] == 0
+    assert _steps(again.report["last_plan"]) == [(16, 3)]

@@ -1,0 +1,97 @@
+"""The backends' pieces that need no native library: output comparison on the host and on the cuda path.
+
+The cuda backend runs here on a NumPy stand-in for CuPy (tests/bench/fake_cupy.py) with the host backend's
+libcudnn.so.9 as its "real" cuDNN, in a subprocess (loading the native libraries is process-global).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.bench import fake_cupy
+from ucudnn import _paths
+from ucudnn.bench.backends import Backend, CudaBackend, HostBackend
+
+
+def host_backend() -> Backend:
+    return object.__new__(HostBackend)  # compare needs no library
+
+
+def cuda_backend() -> Backend:
+    b = object.__new__(CudaBackend)
+    b.cp = fake_cupy
+    b.stream = fake_cupy.cuda.Stream(non_blocking=True)
+    return b
+
+
+@pytest.mark.parametrize("make", [host_backend, cuda_backend], ids=["host", "cuda"])
+def test_compare_returns_max_error_and_scale(make: Any) -> None:
+    b = make()
+    as_device = fake_cupy.asarray if isinstance(b, CudaBackend) else np.asarray
+    ref = np.linspace(-4.0, 2.0, 24, dtype=np.float32).reshape(2, 3, 4)
+    got = ref.copy()
+    got[1, 2, 3] += 0.5
+    err, scale = b.compare(as_device(got), as_device(ref))
+    assert err == pytest.approx(0.5) and scale == 4.0
+    assert b.compare(as_device(ref), as_device(ref)) == (0.0, 4.0)
+    # A NaN left by a skipped micro-batch, or an infinity, is an infinite error, never a match.
+    for bad in (math.nan, math.inf):
+        got[0, 0, 0] = bad
+        err, _ = b.compare(as_device(got), as_device(ref))
+        assert err == math.inf
+    empty = np.zeros((0, 3), dtype=np.float32)
+    assert b.compare(as_device(empty), as_device(empty)) == (0.0, 0.0)
+
+
+TINY = """label,w,h,c,n,k,filter_w,filter_h,pad_w,pad_h,stride_w,stride_h
+cifar_conv3,8,8,32,8,64,5,5,2,2,1,1
+cifar_conv2,16,16,32,6,32,5,5,2,2,1,1
+"""
+
+
+def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
+    """``--backend cuda`` end to end on fake_cupy: 10 calls per sample by default, device-side comparison,
+    outputs that match, micro-batched plans checked before timing."""
+    problems = tmp_path / "tiny.csv"
+    problems.write_text(TINY)
+    out_json = tmp_path / "r.json"
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\n"
+        "from tests.bench import fake_cupy\n"
+        "sys.modules['cupy'] = fake_cupy\n"
+        "from ucudnn.bench.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = {
+        **os.environ,
+        "UCUDNN_REAL_LIBCUDNN": str(_paths.HOST_CUDNN),
+        "UCUDNN_HOST_TIMING": "model",  # deterministic Find, so the plans below are the same on every machine
+        "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"),
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = ["--backend", "cuda", "--problems", str(problems), "--ops", "fwd", "--workspace", "16KiB,2MiB",
+            "--repeat", "1", "--json", str(out_json), "--progress", "none", "-v"]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=root, timeout=240
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out_json.read_text())
+    assert doc["meta"]["backend"] == "cuda" and doc["meta"]["calls_per_sample"] == 10
+    assert doc["meta"]["device"].startswith("fake GPU")
+    rows = doc["rows"]
+    assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), rows
+    for row in rows:
+        assert row["output_match"] and row["rel_error"] <= row["tolerance"], row
+        assert row["calls_per_sample"] == 10 and row["passthrough_calls"] == 0, row
+        assert row["ucudnn_host_us_per_call"] > 0 and row["undivided_host_us_per_call"] > 0, row
+    assert any(sum(m["count"] for m in row["micro_batches"]) > 1 and row["verified"] for row in rows), rows
