@@ -9,10 +9,6 @@ algorithm on NumPy arrays of any strides. The arrays' logical shape and strides 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ucudnn.testing import ConvParams, element_strides
+
+from ._cbuild import cached_library
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "shim" / "host"
@@ -48,22 +46,9 @@ def build() -> Path:
     blas_dir = Path(scipy_openblas32.get_lib_dir())
     srcs = _sources()
     headers = sorted(HOST.glob("*.h")) + sorted((ROOT / "shim" / "include").rglob("*.h"))
-    digest = hashlib.sha256()
-    for f in srcs + headers:
-        digest.update(f.name.encode())
-        digest.update(f.read_bytes())
-    out_dir = Path(tempfile.gettempdir()) / f"ucudnn-kernel-test-{os.getuid()}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lib = out_dir / f"libhbkern-{digest.hexdigest()[:16]}.so"
-    if not lib.exists():
-        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        cmd = ["gcc", "-std=c11", "-O3", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-pthread"]
-        cmd += ["-I", str(ROOT / "shim" / "include"), "-I", str(HOST), "-shared", "-o", str(tmp)]
-        cmd += [str(s) for s in srcs]
-        cmd += [f"-L{blas_dir}", f"-Wl,-rpath,{blas_dir}", "-lscipy_openblas", "-lm"]
-        subprocess.run(cmd, check=True)
-        tmp.replace(lib)
-    return lib
+    args = ["-O3", "-pthread", "-I", str(ROOT / "shim" / "include"), "-I", str(HOST), *map(str, srcs)]
+    args += [f"-L{blas_dir}", f"-Wl,-rpath,{blas_dir}", "-lscipy_openblas", "-lm"]
+    return cached_library("hbkern", srcs + headers, args)
 
 
 @dataclass(frozen=True)

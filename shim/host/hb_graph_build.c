@@ -1,0 +1,572 @@
+/*
+ * Host backend graph API: operation graph, engine, engine heuristics, engine configuration, execution plan.
+ *
+ * The operation graph's Finalize refuses what the real library refuses (no operations, a tensor written by two
+ * operations: BAD_PARAM) and analyses the rest once. A graph the backend computes:
+ *   - one convolution (forward, backward data or backward filter) on non-virtual inputs, 2-D or 3-D, with what
+ *     the legacy API takes (hb_build_problem): equal data types, symmetric padding, a packed NCHW or NHWC (KRSC)
+ *     filter, any tensor strides;
+ *   - after a forward convolution, any number of pointwise operations (hb_pw_supported modes) whose tensors have
+ *     the convolution output's shape, inputs possibly broadcast (a dim of 1, e.g. a [1,K,1,1] bias); virtual
+ *     tensors must be produced and consumed inside the graph. The convolution's output, when virtual, lives in
+ *     the workspace (that is what the plan's workspace adds to the algorithm's).
+ * Any other graph finalizes (as on the real library) with ENGINE_GLOBAL_COUNT 0: no engine, heuristics answer
+ * nothing, every engine index is NOT_SUPPORTED.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hb_graph.h"
+
+hb_graph *hb_graph_ref(hb_graph *g) {
+    if (g) __atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
+void hb_graph_unref(hb_graph *g) {
+    if (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) free(g);
+}
+
+void hb_engine_copy(hb_gengine *dst, const hb_gengine *src) {
+    *dst = *src;
+    hb_graph_ref(dst->g);
+}
+
+void hb_engine_unref(hb_gengine *e) {
+    hb_graph_unref(e->g);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---- analysis of a finalized graph ---- */
+
+static int is_pointwise(const hb_gop *o) { return o->kind == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR; }
+
+int hb_pw_supported(int mode) {
+    switch (mode) {
+    case CUDNN_POINTWISE_ADD:
+    case CUDNN_POINTWISE_SUB:
+    case CUDNN_POINTWISE_MUL:
+    case CUDNN_POINTWISE_DIV:
+    case CUDNN_POINTWISE_MIN:
+    case CUDNN_POINTWISE_MAX:
+    case CUDNN_POINTWISE_IDENTITY:
+    case CUDNN_POINTWISE_RELU_FWD:
+    case CUDNN_POINTWISE_TANH_FWD:
+    case CUDNN_POINTWISE_SIGMOID_FWD: return 1;
+    default: return 0;
+    }
+}
+
+static int same_tensor(const hb_gtensor *a, const hb_gtensor *b) {
+    if (a->nb != b->nb || a->dtype != b->dtype || a->is_virtual != b->is_virtual) return 0;
+    for (int64_t i = 0; i < a->nb; i++)
+        if (a->dim[i] != b->dim[i] || a->stride[i] != b->stride[i]) return 0;
+    return 1;
+}
+
+/* The operation writing `uid`, -1 if none. */
+static int producer(const hb_graph *g, int64_t uid) {
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].t[hb_op_output(&g->ops[i])].uid == uid) return i;
+    return -1;
+}
+
+static int consumed(const hb_graph *g, int64_t uid) {
+    for (int i = 0; i < g->nops; i++) {
+        int in[3];
+        int n = hb_op_inputs(&g->ops[i], in);
+        for (int k = 0; k < n; k++)
+            if (g->ops[i].t[in[k]].uid == uid) return 1;
+    }
+    return 0;
+}
+
+/* Every tensor: plain (no vectors, by-value scalars or reordering), one description per uid, virtual ones
+ * produced and consumed inside the graph. */
+static int tensors_ok(const hb_graph *g) {
+    const hb_gtensor *seen[3 * HB_GRAPH_MAX_OPS];
+    int nseen = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const hb_gop *o = &g->ops[i];
+        if (is_pointwise(o) && (o->has[HB_R_T] || o->has[HB_R_DX] || o->has[HB_R_DY])) return 0;
+        int roles[4];
+        int n = hb_op_inputs(o, roles);
+        roles[n++] = hb_op_output(o);
+        for (int k = 0; k < n; k++) {
+            const hb_gtensor *t = &o->t[roles[k]];
+            if (t->vec_count != 1 || t->by_value || t->reorder != CUDNN_TENSOR_REORDERING_NONE) return 0;
+            for (int j = 0; j < nseen; j++)
+                if (seen[j]->uid == t->uid && !same_tensor(seen[j], t)) return 0;
+            seen[nseen++] = t;
+            if (t->is_virtual) {
+                int p = producer(g, t->uid);
+                if (p < 0 || (k < n - 1 && p == i) || !consumed(g, t->uid)) return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static int fits_int(const hb_gtensor *t, int *dim, int *stride) {
+    for (int64_t i = 0; i < t->nb; i++) {
+        if (t->dim[i] > INT_MAX || t->stride[i] > INT_MAX) return 0;
+        dim[i] = (int)t->dim[i];
+        stride[i] = (int)t->stride[i];
+    }
+    return 1;
+}
+
+/* Whether the strides are those of a packed tensor whose dims lie in memory in `order` (outermost first);
+ * dims of extent 1 may have any stride. */
+static int packed_in(const hb_gtensor *t, const int *order) {
+    int64_t expect = 1;
+    for (int64_t k = t->nb - 1; k >= 0; k--) {
+        int i = order[k];
+        if (t->dim[i] > 1 && t->stride[i] != expect) return 0;
+        expect *= t->dim[i];
+    }
+    return 1;
+}
+
+/* The legacy filter format of w's strides, -1 if neither packed NCHW nor packed NHWC (K, spatial..., C). */
+static int filter_format(const hb_gtensor *w) {
+    int nchw[HB_GDIMS], nhwc[HB_GDIMS];
+    for (int i = 0; i < w->nb; i++) nchw[i] = i;
+    nhwc[0] = 0;
+    for (int i = 1; i < w->nb - 1; i++) nhwc[i] = i + 1;
+    nhwc[w->nb - 1] = 1;
+    if (packed_in(w, nchw)) return CUDNN_TENSOR_NCHW;
+    if (packed_in(w, nhwc)) return CUDNN_TENSOR_NHWC;
+    return -1;
+}
+
+/* The convolution as a checked hb_problem (through the legacy descriptors, so both APIs accept the same). */
+static int conv_problem(hb_graph *g, const hb_gop *o) {
+    const hb_gtensor *x = &o->t[HB_R_X], *w = &o->t[HB_R_W], *y = &o->t[HB_R_Y];
+    int out = hb_op_output(o);
+    if (x->is_virtual || w->is_virtual || (y->is_virtual && out != HB_R_Y)) return 0;
+    int dt = x->dtype;
+    if (w->dtype != dt || (!y->is_virtual && y->dtype != dt)) return 0;
+    const hb_gconv *c = &o->conv;
+    if (c->mode != CUDNN_CONVOLUTION && c->mode != CUDNN_CROSS_CORRELATION) return 0;
+    for (int64_t i = 0; i < c->nsp; i++)
+        if (c->v[2][i] != c->v[3][i] || c->v[2][i] > INT_MAX || c->v[1][i] > INT_MAX || c->v[0][i] > INT_MAX)
+            return 0;
+    int format = filter_format(w);
+    if (format < 0) return 0;
+
+    struct cudnnTensorStruct lx = {.magic = HB_MAGIC_TENSOR, .nb = (int)x->nb, .dtype = dt, .vect = 1};
+    struct cudnnTensorStruct ly = {.magic = HB_MAGIC_TENSOR, .nb = (int)y->nb, .dtype = dt, .vect = 1};
+    struct cudnnFilterStruct lw = {.magic = HB_MAGIC_FILTER, .nb = (int)w->nb, .dtype = dt, .format = format};
+    int wstride[HB_GDIMS];
+    if (!fits_int(x, lx.dim, lx.stride) || !fits_int(y, ly.dim, ly.stride) || !fits_int(w, lw.dim, wstride))
+        return 0;
+    if (y->is_virtual) { /* the backend's own buffer: packed */
+        int64_t s = 1;
+        for (int i = ly.nb - 1; i >= 0; i--) {
+            if (s > INT_MAX) return 0;
+            ly.stride[i] = (int)s;
+            s *= ly.dim[i];
+        }
+    }
+    struct cudnnConvolutionStruct lc = {.magic = HB_MAGIC_CONV, .len = (int)c->nsp, .mode = c->mode,
+                                        .compute = c->comp, .math = CUDNN_DEFAULT_MATH,
+                                        .groups = (int)(x->dim[1] / w->dim[1])};
+    for (int64_t i = 0; i < c->nsp; i++) {
+        lc.pad[i] = (int)c->v[2][i];
+        lc.stride[i] = (int)c->v[1][i];
+        lc.dil[i] = (int)c->v[0][i];
+    }
+    if (hb_build_problem(&lx, &lw, &lc, &ly, &g->prob) != CUDNN_STATUS_SUCCESS) return 0;
+    g->op = o->kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR       ? HB_OP_FWD
+            : o->kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR ? HB_OP_BWD_DATA
+                                                                                    : HB_OP_BWD_FILTER;
+    g->alpha = o->alpha.type ? o->alpha.v : 1.0;
+    g->beta = o->beta.type ? o->beta.v : 0.0;
+    g->y_virtual = y->is_virtual;
+    if (g->y_virtual) {
+        if (g->beta != 0.0) return 0; /* nothing to blend with */
+        size_t bytes = hb_dtype_size(dt);
+        for (int i = 0; i < ly.nb; i++) {
+            if (ly.dim[i] && bytes > SIZE_MAX / 2 / (size_t)ly.dim[i]) return 0;
+            bytes *= (size_t)ly.dim[i];
+        }
+        g->y_bytes = bytes;
+    }
+    return 1;
+}
+
+/* The pointwise ops: supported modes and types, shapes of the convolution output (inputs may broadcast), and an
+ * order in which every op comes after the producers of its inputs. */
+static int pointwise_plan(hb_graph *g) {
+    const hb_gtensor *shape = &g->ops[g->conv].t[HB_R_Y];
+    int done[HB_GRAPH_MAX_OPS] = {0};
+    done[g->conv] = 1;
+    g->npw = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const hb_gop *o = &g->ops[i];
+        if (i == g->conv) continue;
+        if (!hb_pw_supported(o->pw.mode)) return 0;
+        int roles[4];
+        int n = hb_op_inputs(o, roles);
+        roles[n++] = HB_R_Y;
+        for (int k = 0; k < n; k++) {
+            const hb_gtensor *t = &o->t[roles[k]];
+            int dt = t->dtype;
+            if (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_DOUBLE && !hb_is_16bit(dt)) return 0;
+            if (t->nb != shape->nb) return 0;
+            for (int64_t d = 0; d < t->nb; d++) {
+                int broadcast = k < n - 1 && t->dim[d] == 1;
+                if (t->dim[d] != shape->dim[d] && !broadcast) return 0;
+                if (t->dim[d] > 1 && t->stride[d] < 1) return 0;
+            }
+            if (t->is_virtual && roles[k] != HB_R_Y) {
+                for (int64_t d = 0; d < t->nb; d++)
+                    if (t->dim[d] != shape->dim[d]) return 0;
+            }
+        }
+    }
+    while (g->npw < g->nops - 1) {
+        int progress = 0;
+        for (int i = 0; i < g->nops; i++) {
+            if (done[i]) continue;
+            int in[3], ready = 1;
+            int n = hb_op_inputs(&g->ops[i], in);
+            for (int k = 0; k < n; k++) {
+                int p = producer(g, g->ops[i].t[in[k]].uid);
+                if (p >= 0 && !done[p]) ready = 0;
+            }
+            if (ready) {
+                done[i] = progress = 1;
+                g->pw[g->npw++] = i;
+            }
+        }
+        if (!progress) return 0; /* a cycle */
+    }
+    g->down_convert = g->npw > 0 && g->y_virtual && hb_is_16bit(g->prob.dtype) &&
+                      hb_gdtype_size(shape->dtype) > hb_dtype_size(g->prob.dtype);
+    return 1;
+}
+
+static int analyse(hb_graph *g) {
+    g->conv = -1;
+    for (int i = 0; i < g->nops; i++) {
+        if (is_pointwise(&g->ops[i])) continue;
+        if (g->conv >= 0) return 0;
+        g->conv = i;
+    }
+    if (g->conv < 0) return 0;
+    const hb_gop *c = &g->ops[g->conv];
+    if (c->kind != CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR && g->nops > 1) return 0;
+    return tensors_ok(g) && conv_problem(g, c) && pointwise_plan(g);
+}
+
+/* ---- operation graph ---- */
+
+cudnnStatus_t hb_graph_set(hb_bd *d, int name, int type, int64_t count, const void *elems) {
+    (void)type;
+    if (name == CUDNN_ATTR_OPERATIONGRAPH_HANDLE) {
+        cudnnHandle_t h = *(const cudnnHandle_t *)elems;
+        if (!h) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+        d->u.graph.handle = h;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    hb_bd *const *e = elems;
+    if (count > HB_GRAPH_MAX_OPS) return CUDNN_STATUS_NOT_SUPPORTED;
+    for (int64_t i = 0; i < count; i++)
+        if (!e[i]->finalized) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+    hb_gop *ops = malloc((size_t)count * sizeof *ops);
+    if (!ops) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    for (int64_t i = 0; i < count; i++) ops[i] = e[i]->u.op;
+    free(d->u.graph.ops);
+    d->u.graph.ops = ops;
+    d->u.graph.nops = (int)count;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_graph_finalize(hb_bd *d) {
+    const hb_gop *ops = d->u.graph.ops;
+    int nops = d->u.graph.nops;
+    if (!ops || nops < 1) return CUDNN_STATUS_BAD_PARAM;
+    if (d->u.graph.handle && !hb_handle_ok(d->u.graph.handle)) return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < nops; i++)
+        for (int j = 0; j < i; j++)
+            if (ops[i].t[hb_op_output(&ops[i])].uid == ops[j].t[hb_op_output(&ops[j])].uid)
+                return CUDNN_STATUS_BAD_PARAM;
+    hb_graph *g = calloc(1, sizeof *g);
+    if (!g) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    g->refs = 1;
+    g->nops = nops;
+    memcpy(g->ops, ops, (size_t)nops * sizeof *ops);
+    g->supported = analyse(g);
+    free(d->u.graph.ops);
+    d->u.graph.ops = NULL;
+    d->u.graph.g = g;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_graph_get(const hb_bd *d, int name, int type, hb_aval *v) {
+    (void)name; /* ENGINE_GLOBAL_COUNT, the one readable attribute */
+    (void)type;
+    const hb_graph *g = d->u.graph.g;
+    int64_t n = g->supported ? hb_algo_enum_count(g->op) : 0;
+    memcpy(v->buf, &n, sizeof n);
+    v->count = 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* A caller's graph descriptor made a finalized reference to g. */
+static cudnnStatus_t fill_graph(hb_bd *dst, hb_graph *g) {
+    hb_bd_clear(dst);
+    dst->u.graph.g = hb_graph_ref(g);
+    dst->finalized = 1;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* A set OPERATION_GRAPH attribute: *has = set (NULL: unset), *g = the graph when it was finalized. */
+static void take_graph(const void *elems, int *has, hb_graph **g) {
+    const hb_bd *src = *(hb_bd *const *)elems;
+    hb_graph_unref(*g);
+    *has = src != NULL;
+    *g = src && src->finalized ? hb_graph_ref(src->u.graph.g) : NULL;
+}
+
+/* ---- engines ---- */
+
+/* Engine `index` of graph g, or NOT_SUPPORTED. */
+static cudnnStatus_t resolve(hb_graph *g, int64_t index, hb_gengine *e) {
+    if (!g->supported || index < 0 || index >= hb_algo_enum_count(g->op)) return CUDNN_STATUS_NOT_SUPPORTED;
+    const hb_algo *a = hb_find_algo(g->op, (int)index);
+    size_t need = a ? a->workspace(&g->prob) : SIZE_MAX;
+    if (need == SIZE_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
+    memset(e, 0, sizeof *e);
+    e->g = hb_graph_ref(g);
+    e->index = index;
+    e->algo = a;
+    e->algo_ws = need;
+    e->ws = need;
+    if (g->y_virtual) {
+        size_t at = hb_align64(need);
+        e->ws = at > SIZE_MAX - g->y_bytes ? SIZE_MAX : at + g->y_bytes;
+    }
+    if (!a->deterministic) {
+        e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+        /* The 16-bit atomics round the running sum on every add. */
+        if (hb_is_16bit(g->prob.dtype)) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    }
+    if (strstr(a->name, "WINOGRAD")) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_WINOGRAD;
+    if (g->down_convert) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_engine_set(hb_bd *d, int name, int type, int64_t count, const void *elems) {
+    (void)type;
+    (void)count;
+    if (name == CUDNN_ATTR_ENGINE_OPERATION_GRAPH) {
+        take_graph(elems, &d->u.engine.has_graph, &d->u.engine.g);
+    } else if (name == CUDNN_ATTR_ENGINE_GLOBAL_INDEX) {
+        d->u.engine.index = hb_elem_i64(elems);
+        d->u.engine.has_index = 1;
+    } else {
+        d->u.engine.sm_count = *(const int32_t *)elems; /* accepted; the host has no SMs to target */
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_engine_finalize(hb_bd *d) {
+    if (!d->u.engine.has_graph) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    if (!d->u.engine.g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+    if (!d->u.engine.has_index) return CUDNN_STATUS_NOT_SUPPORTED;
+    return resolve(d->u.engine.g, d->u.engine.index, &d->u.engine.e);
+}
+
+static cudnnStatus_t fill_engine_graph(const hb_bd *src, int64_t i, int arg, hb_bd *dst) {
+    (void)i;
+    (void)arg;
+    return fill_graph(dst, src->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR ? src->u.engine.e.g : src->u.heur.g);
+}
+
+cudnnStatus_t hb_engine_get(const hb_bd *d, int name, int type, hb_aval *v) {
+    (void)type;
+    const hb_gengine *e = &d->u.engine.e;
+    v->count = 1;
+    switch (name) {
+    case CUDNN_ATTR_ENGINE_OPERATION_GRAPH: v->fill = fill_engine_graph; break;
+    case CUDNN_ATTR_ENGINE_GLOBAL_INDEX: v->data = &e->index; break;
+    case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE: v->data = e->notes; v->count = e->nnotes; break;
+    case CUDNN_ATTR_ENGINE_SM_COUNT_TARGET: v->data = &d->u.engine.sm_count; break;
+    default: v->count = 0; break; /* KNOB_INFO, BEHAVIOR_NOTE: none */
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* A caller's engine descriptor made a finalized copy of e. */
+static void fill_engine(hb_bd *dst, const hb_gengine *e) {
+    hb_bd_clear(dst);
+    hb_engine_copy(&dst->u.engine.e, e);
+    dst->u.engine.has_graph = dst->u.engine.has_index = 1;
+    dst->u.engine.g = hb_graph_ref(e->g);
+    dst->u.engine.index = e->index;
+    dst->finalized = 1;
+}
+
+/* A caller's engine configuration descriptor made a finalized configuration of e. */
+static void fill_cfg(hb_bd *dst, const hb_gengine *e) {
+    hb_bd_clear(dst);
+    hb_engine_copy(&dst->u.cfg.e, e);
+    dst->u.cfg.has_engine = 1;
+    dst->finalized = 1;
+}
+
+/* ---- heuristics: every engine of the graph, fastest first by the timing model (hb_model.c) ---- */
+
+cudnnStatus_t hb_heur_set(hb_bd *d, int name, int type, int64_t count, const void *elems) {
+    (void)type;
+    (void)count;
+    if (name == CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH) {
+        take_graph(elems, &d->u.heur.has_graph, &d->u.heur.g);
+    } else if (name == CUDNN_ATTR_ENGINEHEUR_MODE) {
+        d->u.heur.mode = hb_elem_enum(elems);
+        d->u.heur.has_mode = 1;
+    }
+    return CUDNN_STATUS_SUCCESS; /* SM_COUNT_TARGET: accepted and ignored */
+}
+
+typedef struct {
+    int index;
+    double time;
+    size_t ws;
+} ranked;
+
+static int cmp_ranked(const void *pa, const void *pb) {
+    const ranked *a = pa, *b = pb;
+    if (a->time != b->time) return a->time < b->time ? -1 : 1;
+    if (a->ws != b->ws) return a->ws < b->ws ? -1 : 1;
+    return a->index - b->index;
+}
+
+/* Every mode (INSTANT, A, B, FALLBACK) answers the same ranking: the model is the host's only heuristic. */
+cudnnStatus_t hb_heur_finalize(hb_bd *d) {
+    if (!d->u.heur.has_graph) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    hb_graph *g = d->u.heur.g;
+    if (!g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+    if (!d->u.heur.has_mode || d->u.heur.mode < 0 || d->u.heur.mode >= CUDNN_HEUR_MODES_COUNT)
+        return CUDNN_STATUS_BAD_PARAM;
+    ranked r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    for (int i = 0; g->supported && i < hb_algo_enum_count(g->op); i++) {
+        hb_gengine e;
+        if (resolve(g, i, &e) != CUDNN_STATUS_SUCCESS) continue;
+        r[n++] = (ranked){i, hb_model_time_ms(e.algo, &g->prob), e.ws};
+        hb_engine_unref(&e);
+    }
+    qsort(r, (size_t)n, sizeof r[0], cmp_ranked);
+    d->u.heur.n = n;
+    for (int i = 0; i < n; i++) d->u.heur.idx[i] = r[i].index;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t fill_result(const hb_bd *src, int64_t i, int arg, hb_bd *dst) {
+    (void)arg;
+    hb_gengine e;
+    cudnnStatus_t st = resolve(src->u.heur.g, src->u.heur.idx[i], &e);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    fill_cfg(dst, &e);
+    hb_engine_unref(&e);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_heur_get(const hb_bd *d, int name, int type, hb_aval *v) {
+    (void)type;
+    v->count = 1;
+    switch (name) {
+    case CUDNN_ATTR_ENGINEHEUR_RESULTS: v->fill = fill_result; v->count = d->u.heur.n; break;
+    case CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH: v->fill = fill_engine_graph; break;
+    default: v->data = &d->u.heur.mode; break;
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- engine configuration and execution plan ---- */
+
+/* A set ENGINE / ENGINE_CONFIG attribute: the engine it holds if finalized (e->g NULL if not). */
+static void take_engine(const void *elems, int *has, hb_gengine *e) {
+    const hb_bd *src = *(hb_bd *const *)elems;
+    hb_engine_unref(e);
+    *has = src != NULL;
+    if (src && src->finalized)
+        hb_engine_copy(e, src->type == CUDNN_BACKEND_ENGINE_DESCRIPTOR ? &src->u.engine.e : &src->u.cfg.e);
+}
+
+cudnnStatus_t hb_cfg_set(hb_bd *d, int name, int type, int64_t count, const void *elems) {
+    (void)type;
+    if (name == CUDNN_ATTR_ENGINECFG_KNOB_CHOICES) /* the engines have no knobs */
+        return count == 0 ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
+    take_engine(elems, &d->u.cfg.has_engine, &d->u.cfg.e);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_cfg_finalize(hb_bd *d) {
+    if (!d->u.cfg.has_engine) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    return d->u.cfg.e.g ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+}
+
+static cudnnStatus_t fill_cfg_engine(const hb_bd *src, int64_t i, int arg, hb_bd *dst) {
+    (void)i;
+    (void)arg;
+    fill_engine(dst, &src->u.cfg.e);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static void answer_size(hb_aval *v, size_t ws) {
+    int64_t n = ws > INT64_MAX ? INT64_MAX : (int64_t)ws;
+    memcpy(v->buf, &n, sizeof n);
+    v->count = 1;
+}
+
+cudnnStatus_t hb_cfg_get(const hb_bd *d, int name, int type, hb_aval *v) {
+    (void)type;
+    v->count = 1;
+    switch (name) {
+    case CUDNN_ATTR_ENGINECFG_ENGINE: v->fill = fill_cfg_engine; break;
+    case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE: answer_size(v, d->u.cfg.e.ws); break;
+    default: v->count = 0; break; /* KNOB_CHOICES: none */
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_plan_set(hb_bd *d, int name, int type, int64_t count, const void *elems) {
+    (void)type;
+    (void)count;
+    if (name == CUDNN_ATTR_EXECUTION_PLAN_HANDLE) {
+        d->u.plan.handle = *(const cudnnHandle_t *)elems;
+        d->u.plan.has_handle = 1;
+    } else {
+        take_engine(elems, &d->u.plan.has_cfg, &d->u.plan.e);
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* The configuration first (the real library reports an unfinalized one before a missing handle). */
+cudnnStatus_t hb_plan_finalize(hb_bd *d) {
+    if (!d->u.plan.has_cfg) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    if (!d->u.plan.e.g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+    if (!d->u.plan.handle) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    return hb_handle_ok(d->u.plan.handle) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
+}
+
+static cudnnStatus_t fill_plan_cfg(const hb_bd *src, int64_t i, int arg, hb_bd *dst) {
+    (void)i;
+    (void)arg;
+    fill_cfg(dst, &src->u.plan.e);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_plan_get(const hb_bd *d, int name, int type, hb_aval *v) {
+    (void)type;
+    v->count = 1;
+    if (name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) v->fill = fill_plan_cfg;
+    else answer_size(v, d->u.plan.e.ws);
+    return CUDNN_STATUS_SUCCESS;
+}
