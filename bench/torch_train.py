@@ -1,0 +1,308 @@
+"""PyTorch training, side by side: PyTorch alone against the same training under ``ucudnn run``.
+
+    python -m ucudnn.bench.torch_train [--models resnet18:256,resnet50:128] [--api legacy|graph] [--json F]
+
+For each model (torchvision, random weights, synthetic data, SGD, the same seeds in every run) it runs, each in a
+process of its own:
+
+- ``torch``: PyTorch alone;
+- ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
+- ``torch+pressure`` and ``ucudnn+pressure``: the same two, with a ballast tensor holding most of the GPU's
+  free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
+  the memory pressure under which frameworks fall back to slow algorithms;
+- with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
+  within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
+
+It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
+ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
+``ucudnn@L``), the first and last loss of every run, and the shim's counters. ``--api legacy`` (the default)
+runs every configuration on PyTorch's legacy cuDNN path (``TORCH_CUDNN_V8_API_DISABLED=1``), where ucudnn
+micro-batches; ``--api graph`` runs PyTorch's default graph-API path.
+
+Needs a CUDA GPU, torch and torchvision. Warm-up covers ucudnn's planning and its check of new plans on real
+executions (each kernel runs once per iteration, and a check takes 2 x (UCUDNN_VERIFY_SAMPLES + 1) executions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ucudnn import config
+
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a model's training: its name, ``ucudnn run`` options (None: PyTorch alone), whether
+    a ballast tensor applies memory pressure, and the configuration its time is compared with."""
+
+    name: str
+    ucudnn: tuple[str, ...] | None
+    pressure: bool = False
+    baseline: str | None = None
+
+
+@dataclass
+class Result:
+    model: str
+    batch: int
+    config: str
+    ms_per_iter: float = float("nan")
+    losses: list[float] = field(default_factory=list)
+    ballast_mib: float = 0.0
+    peak_mib: float = 0.0
+    wall_s: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+_PATHS = {"legacy": "legacy cuDNN path (TORCH_CUDNN_V8_API_DISABLED=1)", "graph": "PyTorch's default graph-API path"}
+
+
+def configs(workspace: str | None, pressure: bool) -> list[Config]:
+    out = [Config("torch", None), Config("ucudnn", (), baseline="torch")]
+    if pressure:
+        out += [
+            Config("torch+pressure", None, pressure=True),
+            Config("ucudnn+pressure", (), pressure=True, baseline="torch+pressure"),
+        ]
+    if workspace:
+        out += [
+            Config(f"cudnn@{workspace}", ("--policy", "undivided", "--workspace", workspace), baseline="torch"),
+            Config(f"ucudnn@{workspace}", ("--workspace", workspace), baseline=f"cudnn@{workspace}"),
+        ]
+    return out
+
+
+# ---- the worker: one training run in this process ----
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import torch
+    import torchvision
+
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, args.model)(weights=None, num_classes=1000).to(dev)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    gen = torch.Generator(device=dev).manual_seed(1)
+    x = torch.randn(args.batch, 3, args.image, args.image, device=dev, generator=gen)
+    target = torch.randint(0, 1000, (args.batch,), device=dev, generator=gen)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(opt: torch.optim.Optimizer) -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    ballast = None
+    if args.headroom is not None:
+        # What the model needs besides convolution workspaces: what a forward pass keeps allocated (weights,
+        # activations saved for backward; workspaces are freed after each call), plus gradients and momentum
+        # (twice the weights) and the two largest activations as their gradients pass through backward.
+        largest = [0]
+
+        def note(_m: Any, _i: Any, out: Any) -> None:
+            if isinstance(out, torch.Tensor):
+                largest[0] = max(largest[0], out.numel() * out.element_size())
+
+        hooks = [m.register_forward_hook(note) for m in model.modules()]
+        loss = loss_fn(model(x), target)
+        kept = torch.cuda.memory_allocated()
+        del loss
+        for h in hooks:
+            h.remove()
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        need = kept + 2 * weights + 2 * largest[0]
+        model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
+        torch.cuda.empty_cache()
+        free, _ = torch.cuda.mem_get_info()
+        ballast = torch.empty(max(0, free - need - args.headroom), dtype=torch.uint8, device=dev)
+        torch.cuda.reset_peak_memory_stats()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    losses: list[torch.Tensor] = []
+    events: list[tuple[Any, Any]] = []
+    for i in range(args.warmup + args.iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        losses.append(step(opt))
+        end.record()
+        if i >= args.warmup:
+            events.append((start, end))
+    torch.cuda.synchronize()
+    ms = [start.elapsed_time(end) for start, end in events]
+    out = {
+        "ms_per_iter": statistics.median(ms),
+        "losses": [float(v) for v in losses],
+        "ballast_mib": (ballast.numel() if ballast is not None else 0) / _MIB,
+        "peak_mib": torch.cuda.max_memory_allocated() / _MIB,
+    }
+    Path(args.out).write_text(json.dumps(out))
+    return 0
+
+
+# ---- the parent: every configuration in a process of its own ----
+
+
+def _run_one(
+    model: str, batch: int, cfg: Config, args: argparse.Namespace, workdir: Path, env: dict[str, str]
+) -> Result:
+    res = Result(model, batch, cfg.name)
+    tag = f"{model}-{batch}-{cfg.name}".replace("@", "_at_").replace("+", "_")
+    out = workdir / f"{tag}.json"
+    stats_file = workdir / f"{tag}.stats.json"
+    worker = [
+        sys.executable, "-m", "ucudnn.bench.torch_train", "--worker", "--model", model, "--batch", str(batch),
+        "--image", str(args.image), "--iters", str(args.iters), "--warmup", str(args.warmup), "--out", str(out),
+    ]  # fmt: skip
+    if not args.cudnn_benchmark:
+        worker.append("--no-cudnn-benchmark")
+    if cfg.pressure:
+        worker += ["--headroom-bytes", str(args.headroom)]
+    child_env = dict(env)
+    if args.api == "legacy":
+        child_env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
+    else:
+        child_env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
+    cmd = worker
+    if cfg.ucudnn is not None:
+        if args.api == "graph":
+            # `ucudnn run` selects the legacy path; the graph path is PyTorch's default.
+            worker = ["env", "-u", "TORCH_CUDNN_V8_API_DISABLED", *worker]
+        cmd = [
+            sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--database", str(args.database),
+            "--stats-file", str(stats_file), "--", *worker,
+        ]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=child_env, capture_output=True, text=True, timeout=args.timeout)
+    res.wall_s = time.monotonic() - t0
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        res.error = f"exit {proc.returncode}: " + " | ".join(tail)
+        return res
+    data = json.loads(out.read_text())
+    res.ms_per_iter = float(data["ms_per_iter"])
+    res.losses = [float(v) for v in data["losses"]]
+    res.ballast_mib = float(data["ballast_mib"])
+    res.peak_mib = float(data["peak_mib"])
+    if stats_file.exists():
+        res.stats = json.loads(stats_file.read_text())
+    return res
+
+
+def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int) -> str:
+    lines = [
+        f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
+        f"pressure: {headroom // _MIB} MiB left beyond the model's own needs",
+        f"{'model':<10} {'N':>4} {'config':<18} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
+        f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}",
+    ]
+    by = {(r.model, r.batch, r.config): r for r in results}
+    for r in results:
+        if r.error:
+            lines.append(f"{r.model:<10} {r.batch:>4} {r.config:<18} failed: {r.error}")
+            continue
+        base_name = next((c.baseline for c in cfgs if c.name == r.config), None)
+        base = by.get((r.model, r.batch, base_name)) if base_name else None
+        vs = ""
+        if base and not base.error and r.ms_per_iter > 0:
+            vs = f"{base.ms_per_iter / r.ms_per_iter:.3f}x {base_name}"[:16]
+        ref = by.get((r.model, r.batch, "torch"))
+        dloss = ""
+        if ref and not ref.error and ref is not r and len(ref.losses) == len(r.losses):
+            dloss = f"{max(abs(a - b) for a, b in zip(ref.losses, r.losses, strict=True)):.2e}"
+        s = r.stats
+        lines.append(
+            f"{r.model:<10} {r.batch:>4} {r.config:<18} {r.ms_per_iter:>9.2f} {vs:>16} {r.losses[0]:>11.5f} "
+            f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get('planned', ''):>6} {s.get('micro_batches', ''):>7} "
+            f"{s.get('rejected_by_measurement', ''):>8}"
+        )
+    lines.append(
+        "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
+        "over all iterations' losses. plans / mbatch / rejected: the shim's counters (kernels planned, "
+        "micro-batch calls, plans the check on real executions replaced by the undivided call)."
+    )
+    return "\n".join(lines)
+
+
+def _parse_models(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in text.split(","):
+        name, sep, batch = item.strip().partition(":")
+        if not sep or not name or not batch.isdigit() or int(batch) < 1:
+            raise argparse.ArgumentTypeError(f"--models: expected MODEL:BATCH[,...] (e.g. resnet18:256), got {item!r}")
+        out.append((name, int(batch)))
+    return out
+
+
+def _size(text: str) -> int:
+    try:
+        return config.parse_size(text, name="--headroom")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ucudnn.bench.torch_train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", type=_parse_models, default=_parse_models("resnet18:256,resnet50:128"))
+    p.add_argument("--api", choices=("legacy", "graph"), default="legacy")
+    p.add_argument("--workspace", metavar="L", help="also compare cuDNN alone and ucudnn under this per-kernel cap")
+    p.add_argument("--no-pressure", action="store_true", help="skip the two runs under memory pressure")
+    p.add_argument("--headroom", type=_size, default=256 * _MIB, help="memory left under pressure (default 256MiB)")
+    p.add_argument("--image", type=int, default=224, help="image side (default 224)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
+    p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    p.add_argument("--json", type=Path, help="write the results there")
+    # The worker's own arguments.
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--headroom-bytes", dest="headroom_bytes", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        args.headroom = args.headroom_bytes
+        return _worker(args)
+    if args.warmup < 0 or args.iters < 1:
+        p.error("--warmup must be >= 0 and --iters >= 1")
+    cfgs = configs(args.workspace, not args.no_pressure)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="ucudnn-torch-") as tmp:
+        workdir = Path(tmp)
+        if args.database is None:
+            args.database = workdir / "cache.sqlite"
+        for model, batch in args.models:
+            for cfg in cfgs:
+                r = _run_one(model, batch, cfg, args, workdir, env)
+                state = f"{r.ms_per_iter:.2f} ms/iter" if not r.error else r.error
+                print(f"{model} N={batch} {cfg.name}: {state} ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)
+                results.append(r)
+    print(report(results, cfgs, args.api, args.headroom))
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+        print(f"wrote {args.json}")
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

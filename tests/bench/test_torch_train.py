@@ -1,0 +1,49 @@
+"""The parent side of ``ucudnn.bench.torch_train`` (no GPU, no torch): options, configurations and the report."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from ucudnn.bench import torch_train as tt
+
+
+def test_models_option_parses_and_names_itself_on_error() -> None:
+    assert tt._parse_models("resnet18:256, resnet50:128") == [("resnet18", 256), ("resnet50", 128)]
+    for bad in ("resnet18", "resnet18:0", ":4", "resnet18:x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--models"):
+            tt._parse_models(bad)
+
+
+def test_headroom_error_names_the_option() -> None:
+    assert tt._size("512MiB") == 512 << 20
+    with pytest.raises(argparse.ArgumentTypeError, match="--headroom"):
+        tt._size("lots")
+
+
+def test_configs_pair_each_run_with_its_baseline() -> None:
+    cfgs = {c.name: c for c in tt.configs("64MiB", pressure=True)}
+    assert cfgs["torch"].ucudnn is None and cfgs["torch"].baseline is None
+    assert cfgs["ucudnn"].ucudnn == () and cfgs["ucudnn"].baseline == "torch"
+    assert cfgs["ucudnn+pressure"].pressure and cfgs["ucudnn+pressure"].baseline == "torch+pressure"
+    assert cfgs["cudnn@64MiB"].ucudnn == ("--policy", "undivided", "--workspace", "64MiB")
+    assert cfgs["ucudnn@64MiB"].baseline == "cudnn@64MiB"
+    assert [c.name for c in tt.configs(None, pressure=False)] == ["torch", "ucudnn"]
+
+
+def test_report_shows_ratios_loss_differences_and_failures() -> None:
+    cfgs = tt.configs(None, pressure=True)
+    results = [
+        tt.Result("resnet18", 256, "torch", ms_per_iter=60.0, losses=[7.0, 6.5]),
+        tt.Result("resnet18", 256, "ucudnn", ms_per_iter=50.0, losses=[7.0, 6.4],
+                  stats={"planned": 3, "micro_batches": 40, "rejected_by_measurement": 1}),
+        tt.Result("resnet18", 256, "torch+pressure", ms_per_iter=120.0, losses=[7.0, 6.5]),
+        tt.Result("resnet18", 256, "ucudnn+pressure", error="exit 1: out of memory"),
+    ]  # fmt: skip
+    text = tt.report(results, cfgs, "legacy", 512 << 20)
+    lines = text.splitlines()
+    ucudnn = next(line for line in lines if " ucudnn " in line)
+    assert "1.200x torch" in ucudnn and "1.00e-01" in ucudnn and " 40 " in ucudnn
+    assert any("ucudnn+pressure" in line and "failed: exit 1: out of memory" in line for line in lines)
+    assert "512 MiB" in lines[0] and "legacy" in lines[0]

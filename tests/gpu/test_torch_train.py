@@ -1,0 +1,50 @@
+"""``python -m ucudnn.bench.torch_train`` on a real GPU (marker ``gpu``): a small torchvision network trained by
+PyTorch alone, under ``ucudnn run`` and under memory pressure, every configuration in a process of its own.
+
+No assertion on time (the script prints the figures) nor on which plans a particular GPU prefers: every run
+finishes, trains from the same state to the same losses, and the ucudnn runs were planned by the shim.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_torch_legacy_path import _torch_cuda_reason
+
+pytestmark = pytest.mark.gpu
+
+
+def test_small_network_trains_alike_with_and_without_ucudnn(tmp_path: Path) -> None:
+    reason = _torch_cuda_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        pytest.skip("torchvision is not installed (pip install torchvision)")
+    out = tmp_path / "train.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.bench.torch_train", "--models", "resnet18:32", "--image", "64",
+         "--warmup", "9", "--iters", "3", "--workspace", "8MiB", "--headroom", "256MiB", "--json", str(out)],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ms/iter" in proc.stdout
+    results = {r["config"]: r for r in json.loads(out.read_text())}
+    expected = {"torch", "ucudnn", "torch+pressure", "ucudnn+pressure", "cudnn@8MiB", "ucudnn@8MiB"}
+    assert set(results) == expected
+    ref = results["torch"]["losses"]
+    assert len(ref) == 12
+    for name, r in results.items():
+        assert r["error"] is None, r
+        assert r["ms_per_iter"] > 0
+        # Different algorithms round differently (TF32 included); training diverges only by rounding.
+        assert r["losses"] == pytest.approx(ref, rel=2e-2, abs=2e-2), name
+        if name.startswith(("ucudnn", "cudnn@")):
+            assert r["stats"]["planned"] > 0, (name, r["stats"])
+    assert results["torch+pressure"]["ballast_mib"] > 0
