@@ -180,6 +180,8 @@ static char *stats_text(void)
     FIELD(graph_conv_plans);
     FIELD(graph_executes);
     FIELD(graph_unrecorded);
+    FIELD(graph_split_plans);
+    FIELD(graph_micro_batches);
 #undef FIELD
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)

@@ -3,9 +3,9 @@
  * Finalize, and recognise convolution graphs (fprop, dgrad, wgrad, and fprop followed by elementwise pointwise
  * operations) whose batch dimension can be split.
  *
- * Every call goes to the real library first and its status is returned unchanged; the shim only records what it
- * saw. Execution passes through unchanged for now: what is counted (graph_plans, graph_conv_plans,
- * graph_executes) says how much of a program's convolution work runs on this path. Resolution:
+ * Every call goes to the real library first and its status is returned unchanged; the shim records what it
+ * saw. Two answers change when a plan is micro-batched (uc_graph_split.c): its workspace size, and its
+ * execution, which runs the parts. Everything else passes through. Resolution:
  *   plan --ENGINE_CONFIG--> engine config --ENGINE--> engine --OPERATION_GRAPH--> operation graph --OPS--> ops
  * where an engine config that cuDNN filled itself (a heuristics result) is linked to the operation graph its
  * heuristics descriptor named, and the engine's global index and numerical notes are read from the real library.
@@ -17,36 +17,6 @@
 
 #include "uc_graph.h"
 #include "uc_internal.h"
-
-#define UC_G_MAX_OPS 8
-#define UC_G_MAX_TENSORS 24
-#define UC_G_MAXD 8
-
-typedef struct {
-    int64_t uid, align;
-    int32_t dtype, nb, virt, by_value;
-    int64_t dims[UC_G_MAXD], strides[UC_G_MAXD];
-} gtensor;
-
-/* An operation; t[] are uids by role: conv x, w, y (dgrad: dx, w, dy; wgrad: x, dw, dy); pointwise x, b, y. */
-typedef struct {
-    int32_t type, pw_mode;
-    int64_t t[3];
-    int32_t nsp, conv_mode, comp_type;
-    int64_t pre[UC_G_MAXD], post[UC_G_MAXD], stride[UC_G_MAXD], dil[UC_G_MAXD];
-} gop;
-
-typedef struct uc_ggraph {
-    struct uc_ggraph *next;
-    void *plan;
-    int nops, ntensors;
-    gop ops[UC_G_MAX_OPS];
-    gtensor t[UC_G_MAX_TENSORS];
-    int64_t engine, notes; /* engine global index (-1 unknown); numerical notes as a bit mask */
-    int64_t n;             /* the batch size of the convolution, 0 if none */
-    const char *why_not;   /* NULL: a convolution graph the shim understands */
-    char *key;
-} uc_ggraph;
 
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
 static uc_ggraph *plans;
@@ -299,12 +269,96 @@ static void read_engine(void *engcfg, uc_ggraph *g)
     uc_guard--;
 }
 
+/* Copy what rebuilding the graph takes: the handle, and every descriptor of the graph (tensors, convolution and
+ * pointwise descriptors, operations, the operation graph last), since the framework destroys them soon. */
+static const char *snapshot(uc_ggraph *g, void *plan, void *opgraph, void *const *ops, int nops)
+{
+    int type = -1;
+    if (uc_grec_get(plan, UC_A_PLAN_HANDLE, &type, &g->handle, sizeof g->handle) != 1 || type != UC_AT_HANDLE)
+        return "the plan's handle was not seen";
+    void *deps[UC_G_MAX_NODES];
+    int ndeps = 0;
+    for (int i = 0; i < nops; i++) {
+        uc_gnode op;
+        if (uc_grec_copy(ops[i], &op) != 0)
+            return "an operation's record could not be copied";
+        for (int a = 0; a < op.nattr; a++) {
+            if (op.attr[a].type != UC_AT_BACKEND_DESCRIPTOR)
+                continue;
+            for (int64_t e = 0; e < op.attr[a].count; e++) {
+                void *d;
+                memcpy(&d, op.attr[a].data + e * (int64_t)sizeof d, sizeof d);
+                int seen = 0;
+                for (int j = 0; j < ndeps && !seen; j++)
+                    seen = deps[j] == d;
+                if (!seen && ndeps < UC_G_MAX_NODES - nops - 1)
+                    deps[ndeps++] = d;
+                else if (!seen)
+                    seen = -1;
+                if (seen < 0) {
+                    uc_gnode_free(&op);
+                    return "too many descriptors in the graph";
+                }
+            }
+        }
+        uc_gnode_free(&op);
+    }
+    g->nodes = calloc((size_t)(ndeps + nops + 1), sizeof *g->nodes);
+    if (!g->nodes)
+        return "out of memory";
+    for (int i = 0; i < ndeps + nops + 1; i++) {
+        void *d = i < ndeps ? deps[i] : i < ndeps + nops ? ops[i - ndeps] : opgraph;
+        if (uc_grec_copy(d, &g->nodes[i]) != 0)
+            return "a descriptor of the graph could not be copied";
+        g->nnodes = i + 1;
+        int t = g->nodes[i].type;
+        if (i < ndeps && t != UC_BK_TENSOR && t != UC_BK_CONVOLUTION && t != UC_BK_POINTWISE)
+            return "an operation names a descriptor other than a tensor, convolution or pointwise descriptor";
+    }
+    return NULL;
+}
+
+/* The knob choices of the caller's engine configuration, from the real library (cuDNN may have filled them). */
+static const char *read_knobs(void *engcfg, uc_ggraph *g)
+{
+    const uc_real_table *r = uc_real();
+    void *kc[UC_G_MAX_KNOBS] = {0};
+    const char *why = NULL;
+    int made = 0;
+    int64_t got = 0;
+    uc_guard++;
+    for (; made < UC_G_MAX_KNOBS && !why; made++)
+        if (r->cudnnBackendCreateDescriptor(UC_BK_KNOB_CHOICE, &kc[made]) != 0)
+            why = "cannot create knob-choice descriptors";
+    if (!why && r->cudnnBackendGetAttribute(engcfg, UC_A_ENGINECFG_KNOB_CHOICES, UC_AT_BACKEND_DESCRIPTOR,
+                                            UC_G_MAX_KNOBS, &got, kc) != 0)
+        why = "the engine configuration's knob choices are unreadable";
+    if (!why && (got < 0 || got > UC_G_MAX_KNOBS))
+        why = "too many knob choices";
+    for (int64_t k = 0; !why && k < got; k++) {
+        int32_t type = -1;
+        int64_t n = 0, value = 0;
+        if (r->cudnnBackendGetAttribute(kc[k], UC_A_KNOB_CHOICE_KNOB_TYPE, UC_AT_KNOB_TYPE, 1, &n, &type) != 0 ||
+            r->cudnnBackendGetAttribute(kc[k], UC_A_KNOB_CHOICE_KNOB_VALUE, UC_AT_INT64, 1, &n, &value) != 0)
+            why = "a knob choice is unreadable";
+        g->knob_type[k] = type;
+        g->knob_value[k] = value;
+    }
+    for (int i = 0; i < made; i++)
+        if (kc[i])
+            r->cudnnBackendDestroyDescriptor(kc[i]);
+    uc_guard--;
+    g->nknobs = why ? 0 : (int)got;
+    return why;
+}
+
 /* Resolve a finalized plan's graph from the records. */
 static uc_ggraph *resolve(void *plan)
 {
     uc_ggraph *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
+    pthread_mutex_init(&g->lock, NULL);
     g->plan = plan;
     g->engine = -1;
     void *engcfg = desc_attr(plan, UC_A_PLAN_ENGINE_CONFIG);
@@ -329,16 +383,47 @@ static uc_ggraph *resolve(void *plan)
         g->why_not = classify(g);
     read_engine(engcfg, g);
     if (!g->why_not)
+        g->why_not = snapshot(g, plan, opgraph, ops, (int)nops);
+    if (!g->why_not)
+        g->why_not = read_knobs(engcfg, g);
+    if (!g->why_not)
         graph_key(g);
     return g;
 }
 
 static void free_graph(uc_ggraph *g)
 {
-    if (g) {
-        free(g->key);
-        free(g);
-    }
+    if (!g)
+        return;
+    uc_gsplit_free(g);
+    for (int i = 0; i < g->nnodes; i++)
+        uc_gnode_free(&g->nodes[i]);
+    free(g->nodes);
+    free(g->key);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+/* The graph of a plan, referenced (release with unref_graph), or NULL. */
+static uc_ggraph *ref_graph(void *plan)
+{
+    pthread_mutex_lock(&plans_lock);
+    uc_ggraph *g = plans;
+    while (g && g->plan != plan)
+        g = g->next;
+    if (g)
+        g->refs++;
+    pthread_mutex_unlock(&plans_lock);
+    return g;
+}
+
+static void unref_graph(uc_ggraph *g)
+{
+    pthread_mutex_lock(&plans_lock);
+    int last = --g->refs == 0 && g->dead;
+    pthread_mutex_unlock(&plans_lock);
+    if (last)
+        free_graph(g);
 }
 
 static void forget_plan(void *plan)
@@ -349,6 +434,9 @@ static void forget_plan(void *plan)
         if ((*pp)->plan == plan) {
             dead = *pp;
             *pp = dead->next;
+            dead->dead = 1;
+            if (dead->refs)
+                dead = NULL; /* an execution still holds it: freed at its release */
             break;
         }
     }
@@ -399,6 +487,17 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
     cudnnStatus_t st = uc_real()->cudnnBackendGetAttribute(descriptor, attributeName, attributeType,
                                                            requestedElementCount, elementCount, arrayOfElements);
     uc_guard--;
+    /* A plan's workspace: the micro-batched plan's, once one is built for it. */
+    if (st == 0 && attributeName == UC_A_PLAN_WORKSPACE_SIZE && attributeType == UC_AT_INT64 && arrayOfElements &&
+        requestedElementCount >= 1 && elementCount && *elementCount == 1) {
+        uc_ggraph *g = ref_graph(descriptor);
+        if (g) {
+            int64_t ws = uc_gsplit_workspace(g);
+            if (ws >= 0)
+                *(int64_t *)arrayOfElements = ws;
+            unref_graph(g);
+        }
+    }
     /* Heuristics results: engine configurations cuDNN filled for the operation graph the heuristics named. */
     if (st == 0 && attributeName == UC_A_ENGINEHEUR_RESULTS && attributeType == UC_AT_BACKEND_DESCRIPTOR &&
         elementCount && arrayOfElements) {
@@ -441,6 +540,14 @@ cudnnStatus_t uc_hook_cudnnBackendFinalize(void *descriptor)
 cudnnStatus_t uc_hook_cudnnBackendExecute(cudnnHandle_t handle, void *executionPlan, void *variantPack)
 {
     UC_COUNT(graph_executes, 1);
+    uc_ggraph *g = ref_graph(executionPlan);
+    if (g) {
+        cudnnStatus_t status = 0;
+        int ran = uc_gsplit_execute(g, handle, variantPack, &status);
+        unref_graph(g);
+        if (ran)
+            return status;
+    }
     uc_guard++;
     cudnnStatus_t st = uc_real()->cudnnBackendExecute(handle, executionPlan, variantPack);
     uc_guard--;

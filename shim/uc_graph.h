@@ -8,8 +8,11 @@
 #ifndef UC_GRAPH_H
 #define UC_GRAPH_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "uc_internal.h"
 
 /* cudnnBackendDescriptorType_t */
 enum {
@@ -19,6 +22,7 @@ enum {
     UC_BK_ENGINECFG = 3,
     UC_BK_ENGINEHEUR = 4,
     UC_BK_EXECUTION_PLAN = 5,
+    UC_BK_KNOB_CHOICE = 7,
     UC_BK_OP_CONV_FWD = 10,
     UC_BK_OP_CONV_BWD_FILTER = 11,
     UC_BK_OP_CONV_BWD_DATA = 12,
@@ -38,6 +42,7 @@ enum {
     UC_AT_DOUBLE = 5,
     UC_AT_VOID_PTR = 6,
     UC_AT_CONVOLUTION_MODE = 7,
+    UC_AT_KNOB_TYPE = 9,
     UC_AT_NUMERICAL_NOTE = 11,
     UC_AT_POINTWISE_MODE = 14,
     UC_AT_BACKEND_DESCRIPTOR = 15,
@@ -58,6 +63,7 @@ enum {
     UC_A_ENGINEHEUR_OPERATION_GRAPH = 201,
     UC_A_ENGINEHEUR_RESULTS = 202,
     UC_A_ENGINECFG_ENGINE = 300,
+    UC_A_ENGINECFG_KNOB_CHOICES = 302,
     UC_A_PLAN_HANDLE = 400,
     UC_A_PLAN_ENGINE_CONFIG = 401,
     UC_A_PLAN_WORKSPACE_SIZE = 402,
@@ -73,6 +79,8 @@ enum {
     UC_A_OP_PW_DXDESC = 756,
     UC_A_OP_PW_DYDESC = 757,
     UC_A_OP_PW_TDESC = 758,
+    UC_A_KNOB_CHOICE_KNOB_TYPE = 600,
+    UC_A_KNOB_CHOICE_KNOB_VALUE = 601,
     UC_A_OPERATIONGRAPH_HANDLE = 800,
     UC_A_OPERATIONGRAPH_OPS = 801,
     UC_A_TENSOR_BYTE_ALIGNMENT = 900,
@@ -143,5 +151,76 @@ int64_t uc_grec_get(void *desc, int name, int *type, void *buf, size_t cap);
 /* The operation graph a descriptor was linked to (uc_grec_link_graph), or NULL. */
 void *uc_grec_linked_graph(void *desc);
 size_t uc_grec_count(void);
+
+/* A deep copy of one record (a descriptor's type and attributes), kept after the descriptor is destroyed. */
+typedef struct {
+    void *desc;
+    int type, nattr;
+    uc_gattr attr[UC_GREC_MAX_ATTRS];
+} uc_gnode;
+/* 0 and a copy in *out (free with uc_gnode_free), or -1 when the record is absent, opaque or memory is short. */
+int uc_grec_copy(void *desc, uc_gnode *out);
+void uc_gnode_free(uc_gnode *n);
+
+/* ---- a plan's resolved graph (uc_graph.c) and its micro-batched execution (uc_graph_split.c) ---- */
+
+#define UC_G_MAX_OPS 8
+#define UC_G_MAX_TENSORS 24
+#define UC_G_MAXD 8
+#define UC_G_MAX_NODES (UC_G_MAX_TENSORS + 2 * UC_G_MAX_OPS + 1)
+#define UC_G_MAX_KNOBS 16
+
+typedef struct {
+    int64_t uid, align;
+    int32_t dtype, nb, virt, by_value;
+    int64_t dims[UC_G_MAXD], strides[UC_G_MAXD];
+} gtensor;
+
+/* An operation; t[] are uids by role: conv x, w, y (dgrad: dx, w, dy; wgrad: x, dw, dy); pointwise x, b, y. */
+typedef struct {
+    int32_t type, pw_mode;
+    int64_t t[3];
+    int32_t nsp, conv_mode, comp_type;
+    int64_t pre[UC_G_MAXD], post[UC_G_MAXD], stride[UC_G_MAXD], dil[UC_G_MAXD];
+} gop;
+
+/* Sub-plans at micro-batch size b: first[0] runs the first part (the caller's beta), rest[] the later ones
+ * (beta = 1 for a weight gradient, which accumulates; the same plan as first[] otherwise). */
+typedef struct {
+    int64_t b, rem;      /* parts of b, then one of rem (0: none) */
+    void *first, *rest, *last; /* real plan descriptors at b (caller's beta), at b (later parts), at rem */
+    int64_t workspace;   /* the largest of their workspaces */
+} uc_gsplit;
+
+typedef struct uc_ggraph {
+    struct uc_ggraph *next;
+    void *plan;
+    int refs, dead;      /* references held by executions; dead: unlinked, freed at the last release */
+    int nops, ntensors;
+    gop ops[UC_G_MAX_OPS];
+    gtensor t[UC_G_MAX_TENSORS];
+    int64_t engine, notes; /* engine global index (-1 unknown); numerical notes as a bit mask */
+    int64_t n;             /* the batch size of the convolution, 0 if none */
+    const char *why_not;   /* NULL: a convolution graph the shim understands */
+    char *key;
+    /* What rebuilding it at another batch size takes (snapshotted at the plan's Finalize). */
+    void *handle;
+    int nknobs, nnodes;
+    int64_t knob_type[UC_G_MAX_KNOBS], knob_value[UC_G_MAX_KNOBS];
+    uc_gnode *nodes;       /* the graph's descriptors, dependencies first */
+    /* The decision for this plan: 0 not made yet, 1 split (see split), -1 runs undivided. */
+    pthread_mutex_t lock;
+    int decided;
+    int64_t full_workspace; /* the undivided plan's workspace, from the real library */
+    uc_gsplit split;
+} uc_ggraph;
+
+/* The workspace to report for a plan (deciding the split on first use); -1 when the plan is not the shim's
+ * concern (the real value stands). */
+int64_t uc_gsplit_workspace(uc_ggraph *g);
+/* Run the plan as micro-batches if it was split: 1 and *status when it did, 0 when the caller's call should
+ * run unchanged. */
+int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
+void uc_gsplit_free(uc_ggraph *g);
 
 #endif /* UC_GRAPH_H */

@@ -230,3 +230,40 @@ size_t uc_grec_count(void)
     pthread_mutex_unlock(&lock);
     return n;
 }
+
+void uc_gnode_free(uc_gnode *n)
+{
+    for (int i = 0; i < n->nattr; i++)
+        free(n->attr[i].data);
+    n->nattr = 0;
+}
+
+int uc_grec_copy(void *desc, uc_gnode *out)
+{
+    memset(out, 0, sizeof *out);
+    int ok = 0;
+    pthread_mutex_lock(&lock);
+    grec *r = find(desc);
+    if (r && !r->opaque) {
+        ok = 1;
+        out->desc = desc;
+        out->type = r->type;
+        for (int i = 0; ok && i < r->nattr; i++) {
+            uc_gattr a = r->attr[i];
+            if (a.bytes) {
+                unsigned char *copy = malloc(a.bytes);
+                if (copy)
+                    memcpy(copy, a.data, a.bytes);
+                else
+                    ok = 0;
+                a.data = copy;
+            }
+            if (ok)
+                out->attr[out->nattr++] = a;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (!ok)
+        uc_gnode_free(out);
+    return ok ? 0 : -1;
+}

@@ -342,7 +342,8 @@ typedef struct {
     atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
-        graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded;
+        graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
+        graph_micro_batches;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

@@ -1,0 +1,56 @@
+"""Run by test_graph_split.py, with or without LD_PRELOAD=libucudnn.so: one convolution graph built and run by
+tests/host/graph_driver.c the way cudnn_frontend builds graphs (the workspace it allocates is what the plan
+reports), on seeded data. Writes the array the op computed (out.npy), the plan's outcome and, under the preload
+library, the shim's counters (report.json).
+
+Usage: graph_host.py HOST_LIBCUDNN SPEC_JSON OUT_DIR, SPEC_JSON keys: op (0 fwd, 1 dgrad, 2 wgrad), n, c, k,
+size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.host import _graph as G
+from ucudnn import testing as T
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[2])
+    out = Path(sys.argv[3])
+    driver = G.Driver(Path(sys.argv[1]))
+    n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
+    rng = np.random.default_rng(spec.get("seed", 0))
+    x = rng.uniform(-1, 1, (n, c, s, s)).astype(np.float32)
+    w = rng.uniform(-1, 1, (k, c, 3, 3)).astype(np.float32)
+    y = rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32)
+    params = T.ConvParams.make(2, pad=1)
+    fused = None
+    if spec.get("fused"):
+        z = rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32)
+        bias = rng.uniform(-1, 1, (1, k, 1, 1)).astype(np.float32)
+        fused = (z, bias, 0.5)
+    outcome = driver.run(
+        spec["op"], x, w, y, params, engine=spec.get("engine", -1), alpha=spec.get("alpha", 1.0),
+        beta=spec.get("beta", 0.0), fused=fused,
+    )  # fmt: skip
+    np.save(out / "out.npy", (y, x, w)[spec["op"]])
+    report: dict[str, object] = {"status": outcome.status, "stage": outcome.stage, "workspace": outcome.workspace}
+    if os.environ.get("LD_PRELOAD"):
+        stats = ctypes.CDLL(None).ucudnn_stats_json
+        stats.restype = ctypes.c_size_t
+        buf = ctypes.create_string_buffer(1 << 16)
+        stats(buf, ctypes.c_size_t(len(buf)))
+        report["stats"] = json.loads(buf.value.decode())
+    (out / "report.json").write_text(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

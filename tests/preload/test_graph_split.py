@@ -1,0 +1,128 @@
+"""Micro-batched graph-API convolutions through the preload library, end to end on the host backend.
+
+Each graph is built and run by tests/host/graph_driver.c exactly as cudnn_frontend does (the workspace it allocates
+is the size the plan reports), once without and once with LD_PRELOAD=libucudnn.so, in processes of their own.
+Under an explicit per-kernel limit the shim must report a workspace within it, run the plan as micro-batches
+(its counters say how many) and compute what the undivided plan computes; where no decomposition fits, or no
+limit is set, it must report the real workspace and run the caller's plan unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.host import _graph as G
+
+from .conftest import base_env
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = Path(__file__).with_name("graph_host.py")
+FWD, DGRAD, WGRAD = 0, 1, 2
+# Engines whose workspace grows with N: forward GEMM, backward-data ALGO_1, backward-filter ALGO_1.
+LINEAR_ENGINE = {FWD: 2, DGRAD: 1, WGRAD: 1}
+BASE = {"c": 4, "k": 6, "size": 8}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _driver_built(host_lib: Path) -> None:
+    G.build_driver(host_lib)  # once, before processes race to compile it
+
+
+def run(host_lib: Path, preload_lib: Path, tmp_path: Path, spec: dict[str, Any], env: dict[str, str] | None,
+        ) -> tuple[np.ndarray, dict[str, Any]]:  # fmt: skip
+    """env None: without the preload library; else with it and these UCUDNN_* settings."""
+    out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    full = base_env()
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    if env is not None:
+        full["LD_PRELOAD"] = str(preload_lib)
+        full.update(env)
+    proc = subprocess.run(
+        [sys.executable, str(HOST), str(host_lib), json.dumps(spec), str(out)],
+        env=full, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    assert report["status"] == 0, (report, proc.stderr)
+    return np.load(out / "out.npy"), report
+
+
+def close(a: np.ndarray, b: np.ndarray) -> None:
+    err = np.abs(a.astype(np.float64) - b) / np.maximum(1.0, np.abs(b))
+    assert err.max() <= 1e-5, err.max()
+
+
+@pytest.mark.parametrize("op", [FWD, DGRAD, WGRAD], ids=["fwd", "dgrad", "wgrad"])
+@pytest.mark.parametrize("n", [8, 7])
+def test_split_under_an_explicit_limit(host_lib: Path, preload_lib: Path, tmp_path: Path, op: int, n: int) -> None:
+    spec = {**BASE, "op": op, "n": n, "engine": LINEAR_ENGINE[op], "alpha": 0.7, "beta": 0.3}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    full = plain["workspace"]
+    assert full > 0
+    limit = full // 3
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(limit)})
+    close(got, expected)
+    stats = rep["stats"]
+    assert 0 < rep["workspace"] <= limit, rep
+    assert stats["graph_conv_plans"] == 1 and stats["graph_split_plans"] == 1, stats
+    # powerOfTwo: parts of b <= N/4 (a third of the workspace), one more for a remainder.
+    assert stats["graph_micro_batches"] >= 3, stats
+    assert stats["graph_executes"] == 1
+
+
+def test_all_policy_takes_the_largest_size_that_fits(host_lib: Path, preload_lib: Path, tmp_path: Path) -> None:
+    spec = {**BASE, "op": FWD, "n": 12, "engine": LINEAR_ENGINE[FWD]}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    # A limit between the workspaces of 4 and 8 samples: powerOfTwo runs 3 parts of 4, `all` fewer, larger ones.
+    limit = plain["workspace"] * 6 // 12
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(limit)}
+    p2, rep2 = run(host_lib, preload_lib, tmp_path, spec, env)
+    al, rep_all = run(host_lib, preload_lib, tmp_path, spec, {**env, "UCUDNN_BATCH_SIZE_POLICY": "all"})
+    close(p2, expected)
+    close(al, expected)
+    assert rep2["stats"]["graph_micro_batches"] == 3
+    assert rep_all["stats"]["graph_micro_batches"] == 2  # parts of 6
+    assert rep2["workspace"] <= rep_all["workspace"] <= limit
+
+
+def test_fused_conv_add_bias_relu_splits_z_but_not_the_bias(host_lib: Path, preload_lib: Path, tmp_path: Path) -> None:
+    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "fused": True}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    limit = plain["workspace"] // 3
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(limit)})
+    close(got, expected)
+    assert rep["workspace"] <= limit and rep["stats"]["graph_split_plans"] == 1, rep
+
+
+@pytest.mark.parametrize(
+    ("engine", "env"),
+    [
+        (LINEAR_ENGINE[FWD], {}),  # auto: the framework's workspace, nothing to split for
+        (LINEAR_ENGINE[FWD], {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1"}),  # not even one sample fits
+        (LINEAR_ENGINE[FWD], {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1KiB", "UCUDNN_BATCH_SIZE_POLICY": "undivided"}),
+        (0, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1KiB"}),  # no workspace at all: within any limit
+    ],
+    ids=["auto", "nothing-fits", "undivided", "zero-workspace"],
+)
+def test_runs_unchanged_when_it_need_not_or_cannot_split(
+    host_lib: Path, preload_lib: Path, tmp_path: Path, engine: int, env: dict[str, str]
+) -> None:
+    spec = {**BASE, "op": FWD, "n": 8, "engine": engine}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, env)
+    assert np.array_equal(got, expected)
+    # Never under-reported: the real workspace, and the caller's own plan runs in it.
+    assert rep["workspace"] == plain["workspace"]
+    stats = rep["stats"]
+    assert stats["graph_conv_plans"] == 1 and stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0
+    assert stats["graph_executes"] == 1
