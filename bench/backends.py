@@ -33,6 +33,7 @@ import numpy as np
 
 from ucudnn import _paths
 from ucudnn.bench.capi import HOOKED_SYMBOLS, Cudnn, ShimControl
+from ucudnn.graph_api import Backend as GraphApi
 
 
 class BackendUnavailable(RuntimeError):
@@ -59,6 +60,7 @@ class Backend(ABC):
     real: Cudnn
     hooked: Cudnn
     shim: ShimControl
+    graph: GraphApi  # the graph-API calls through the preload library's hooks
     handle: int
     default_tolerance: float
     preload_path: Path
@@ -161,6 +163,7 @@ class HostBackend(Backend):
         self.real = Cudnn(self.lib)
         self.hooked = Cudnn(self.lib, shim_lib)
         self.shim = ShimControl(shim_lib)
+        self.graph = GraphApi(shim_lib)
         self._clock: Callable[[], float] | None = None
         if self.timing == "model":
             clock = getattr(self.lib, "ucudnn_host_model_clock_ms", None)
@@ -301,6 +304,7 @@ class CudaBackend(Backend):
         self.real = Cudnn(lib)
         self.hooked = Cudnn(lib, shim_lib)
         self.shim = ShimControl(shim_lib)
+        self.graph = GraphApi(shim_lib)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.handle = self.real.create_handle()
         self.real.set_stream(self.handle, int(self.stream.ptr))

@@ -368,6 +368,8 @@ class ShimControl:
             fn = getattr(lib, name)
             fn.argtypes = (ctypes.c_char_p, _SZ)
             fn.restype = _SZ
+        lib.ucudnn_debug_graph_json.argtypes = (ctypes.c_void_p, ctypes.c_char_p, _SZ)
+        lib.ucudnn_debug_graph_json.restype = _SZ
 
     def set_option(self, name: str, value: str) -> None:
         if self.lib.ucudnn_set_option(name.encode(), value.encode()) != 0:
@@ -376,12 +378,12 @@ class ShimControl:
     def clear_plans(self) -> None:
         self.lib.ucudnn_clear_plans()
 
-    def _json(self, name: str) -> dict[str, Any]:
+    def _json(self, name: str, *args: Any) -> dict[str, Any]:
         fn = getattr(self.lib, name)
         size = 4096
         while True:
             buf = ctypes.create_string_buffer(size)
-            needed = int(fn(buf, size))
+            needed = int(fn(*args, buf, size))
             if needed < size:
                 value = json.loads(buf.value.decode() or "{}")
                 return value if isinstance(value, dict) else {}
@@ -392,3 +394,7 @@ class ShimControl:
 
     def last_plan(self) -> dict[str, Any]:
         return self._json("ucudnn_last_plan_json")
+
+    def graph_plan(self, plan: Any) -> dict[str, Any]:
+        """What the shim resolved for a graph-API plan, and its split ({} for a plan it does not know)."""
+        return self._json("ucudnn_debug_graph_json", plan)

@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy", default="powerOfTwo", help=f"comma-separated batch-size policies: {','.join(POLICIES)}"
     )
     what.add_argument(
+        "--api",
+        choices=("legacy", "graph"),
+        default="legacy",
+        help="how ucudnn is called: the legacy convolution API (Get*_v7, workspace query, cudnnConvolution*; "
+        "the default) or the graph API as cudnn_frontend calls it (the fastest engine planned, its workspace "
+        "answered by the preload library, cudnnBackendExecute)",
+    )
+    what.add_argument(
         "--workspace",
         metavar="SIZES",
         help=f"comma-separated per-kernel workspace limits (default {DEFAULT_LIMITS}; --quick: {QUICK_LIMITS})",
@@ -288,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         calls_per_sample=calls,
         verify_samples=samples,
+        api=args.api,
     )
     device = backend.device_name()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

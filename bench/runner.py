@@ -40,6 +40,7 @@ from ucudnn import config
 from ucudnn.bench.backends import Backend, Sample
 from ucudnn.bench.capi import CudnnError, Descriptors, Perf, algo_name
 from ucudnn.bench.problems import Problem
+from ucudnn.graph_api import ConvGraph, GraphApiError
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -132,6 +133,7 @@ class RunConfig:
     seed: int = 1234
     calls_per_sample: int | None = None  # None: default_calls_per_sample(backend)
     verify_samples: int | None = None  # None: verify_samples(), read from the environment
+    api: str = "legacy"  # how ucudnn is called: the legacy convolution API, or the graph (backend) API
 
 
 @dataclass
@@ -339,13 +341,33 @@ class Runner:
                 row.undivided_find_ms = base.time_ms
                 try:
                     self._reference(case, base)
-                    self._run_ucudnn(case, base, row)
-                except CudnnError as exc:
+                    if self.cfg.api == "graph":
+                        self._run_ucudnn_graph(case, base, ceiling, row)
+                    else:
+                        self._run_ucudnn(case, base, row)
+                except (CudnnError, GraphApiError) as exc:
                     row.status, row.reason = "skipped", str(exc)
                 if row.status == "ok":
                     self._compare(case, base, row)
                 rows.append(row)
         return rows
+
+    def _time_pair(
+        self, case: _Case, undivided_call: Callable[[], None], ucudnn_call: Callable[[], None], row: Row
+    ) -> None:
+        """Sample the undivided baseline and ucudnn alternately (both under the same background load on a shared
+        machine) and record their medians; the last sample is ucudnn's, so its output is what ``_compare`` reads."""
+        undivided: list[Sample] = []
+        ucudnn: list[Sample] = []
+        for _ in range(self.cfg.repeat):
+            undivided.append(self._samples(undivided_call))
+            self.b.fill(case.out, math.nan)
+            ucudnn.append(self._samples(ucudnn_call))
+        row.undivided_ms = _median([s.ms_per_call for s in undivided])
+        row.undivided_host_us_per_call = _median([s.host_us_per_call for s in undivided])
+        row.ucudnn_times_ms = [s.ms_per_call for s in ucudnn]
+        row.ucudnn_ms = _median(row.ucudnn_times_ms)
+        row.ucudnn_host_us_per_call = _median([s.host_us_per_call for s in ucudnn])
 
     def _run_ucudnn(self, case: _Case, base: Perf, row: Row) -> None:
         """Plan through the preload library, then time it interleaved with the undivided baseline.
@@ -395,12 +417,7 @@ class Runner:
             b.issue(ucudnn_call, 1)
         else:
             b.issue(ucudnn_call, max(warm - 1, 0))
-        undivided: list[Sample] = []
-        ucudnn: list[Sample] = []
-        for _ in range(self.cfg.repeat):
-            undivided.append(self._samples(undivided_call))
-            b.fill(case.out, math.nan)
-            ucudnn.append(self._samples(ucudnn_call))
+        self._time_pair(case, undivided_call, ucudnn_call, row)
         executed = b.shim.last_plan() or plan
         after = b.shim.stats()
         row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
@@ -408,17 +425,78 @@ class Runner:
         row.rejected_by_measurement = _count(after, "rejected_by_measurement") > _count(
             before, "rejected_by_measurement"
         )
-        row.undivided_ms = _median([s.ms_per_call for s in undivided])
-        row.undivided_host_us_per_call = _median([s.host_us_per_call for s in undivided])
-        row.ucudnn_times_ms = [s.ms_per_call for s in ucudnn]
-        row.ucudnn_ms = _median(row.ucudnn_times_ms)
-        row.ucudnn_host_us_per_call = _median([s.host_us_per_call for s in ucudnn])
         # No plan ran (every call passed through): there is no prediction to compare with.
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
         row.plan_workspace_bytes = int(executed.get("workspace_bytes", ws_bytes))
         row.micro_batches = _micro_batches(executed, op)
         if row.passthrough_calls:
             row.reason = f"{row.passthrough_calls} call(s) passed through unplanned"
+
+    def _run_ucudnn_graph(self, case: _Case, base: Perf, ceiling: Perf, row: Row) -> None:
+        """The graph-API path: plan the fastest engine as a framework would, let the preload library answer its
+        workspace, and time that plan against the undivided baseline like ``_run_ucudnn``.
+
+        The host backend's engines are its legacy algorithms (engine i is algorithm i), so the fastest engine is
+        the ceiling's algorithm. If the shim cannot split it within the limit, it reports the real workspace and
+        a framework under that limit moves on to an engine that fits: the baseline's.
+        """
+        b, op, p, d = self.b, case.op, case.problem, case.d
+        b.shim.clear_plans()
+        b.shim.set_option("UCUDNN_BATCH_SIZE_POLICY", row.policy)
+        b.shim.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(row.limit_bytes))
+        pad, stride = (p.pad_h, p.pad_w), (p.stride_h, p.stride_w)
+
+        def plan(engine: int) -> ConvGraph:
+            return ConvGraph(b.graph, b.handle, op, d.x_shape, d.w_shape, d.y_shape, pad, stride, engine)
+
+        t0 = time.perf_counter()
+        graph = plan(ceiling.algo)
+        if graph.workspace_bytes > row.limit_bytes:
+            graph.close()
+            graph = plan(base.algo)
+        row.planning_ms = (time.perf_counter() - t0) * 1e3
+        try:
+            before = b.shim.stats()
+            ws_bytes = graph.workspace_bytes
+            b.workspace(max(ws_bytes, base.memory_bytes))
+            ws = b.workspace(ws_bytes)
+            in0, in1, out = b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out)
+            x, w, y = {"fwd": (in0, in1, out), "bwd-data": (out, in0, in1)}.get(op, (in0, out, in1))
+            ucudnn_call = graph.executor(x, w, y, ws)
+            undivided_call = self._undivided_call(case, base)
+            warm = self.cfg.warmup * self.calls
+            b.issue(undivided_call, warm)
+            b.fill(case.out, math.nan)
+            # Through the shim's check of its split against the undivided engine that fits (when it has both),
+            # plus one call, as on the legacy path: on a GPU the check reads its events one call late.
+            b.issue(ucudnn_call, max(warm, self.verify_calls, 1))
+            b.issue(ucudnn_call, 1)
+            self._time_pair(case, undivided_call, ucudnn_call, row)
+            after = b.shim.stats()
+            resolved = b.shim.graph_plan(graph.plan)
+        finally:
+            graph.close()
+        row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
+        row.predicted_ms = math.nan  # the graph path does not predict (it runs the caller's engine)
+        row.plan_workspace_bytes = ws_bytes
+        runs = resolved.get("runs")
+        split = resolved.get("split") if runs == "split" else None
+        alternative = resolved.get("alternative") or {}
+        engine = int(alternative.get("engine", -1) if runs == "alternative" else resolved.get("engine", -1))
+        name = algo_name(op, engine) if engine >= 0 else "?"
+        row.verified = after.get("graph_verified", 0) > before.get("graph_verified", 0)
+        row.rejected_by_measurement = after.get("graph_rejected_by_measurement", 0) > before.get(
+            "graph_rejected_by_measurement", 0
+        )
+        if split:
+            sb, rem = int(split["b"]), int(split["rem"])
+            row.micro_batches = [{"batch": sb, "algo": engine, "algo_name": name, "count": p.n // sb}]
+            if rem:
+                row.micro_batches.append({"batch": rem, "algo": engine, "algo_name": name, "count": 1})
+        else:
+            row.micro_batches = [{"batch": p.n, "algo": engine, "algo_name": name, "count": 1}]
+        if not resolved.get("convolution"):
+            row.reason = f"the shim did not take the graph: {resolved.get('why_not')}"
 
     def _compare(self, case: _Case, base: Perf, row: Row) -> None:
         # On the backend's device; only the two maxima come back.

@@ -182,6 +182,8 @@ static char *stats_text(void)
     FIELD(graph_unrecorded);
     FIELD(graph_split_plans);
     FIELD(graph_micro_batches);
+    FIELD(graph_verified);
+    FIELD(graph_rejected_by_measurement);
 #undef FIELD
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)

@@ -560,7 +560,7 @@ UC_EXPORT size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len)
 {
     uc_sb sb = {0};
     pthread_mutex_lock(&plans_lock);
-    const uc_ggraph *g = plans;
+    uc_ggraph *g = plans;
     while (g && g->plan != plan)
         g = g->next;
     if (!g) {
@@ -577,6 +577,23 @@ UC_EXPORT size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len)
             uc_sb_json_string(&sb, g->key);
         else
             uc_sb_printf(&sb, "null");
+        pthread_mutex_lock(&g->lock);
+        if (g->decided == 1 && g->split.first)
+            uc_sb_printf(&sb, ",\"split\":{\"b\":%" PRId64 ",\"rem\":%" PRId64 ",\"workspace\":%" PRId64 "}",
+                         g->split.b, g->split.rem, g->split.workspace);
+        else
+            uc_sb_printf(&sb, ",\"split\":null");
+        if (g->decided == 1 && g->alt)
+            uc_sb_printf(&sb, ",\"alternative\":{\"engine\":%" PRId64 ",\"workspace\":%" PRId64 "}",
+                         g->alt_engine, g->alt_workspace);
+        else
+            uc_sb_printf(&sb, ",\"alternative\":null");
+        uc_sb_printf(&sb, ",\"decided\":%d,\"runs\":\"%s\",\"checking\":%s,\"workspace\":%" PRId64
+                     ",\"full_workspace\":%" PRId64, g->decided,
+                     g->decided != 1 ? "caller" : g->use_split ? "split" : "alternative",
+                     g->trial_on ? "true" : "false", g->decided == 1 ? g->workspace : g->full_workspace,
+                     g->full_workspace);
+        pthread_mutex_unlock(&g->lock);
         uc_sb_printf(&sb, "}");
     }
     pthread_mutex_unlock(&plans_lock);

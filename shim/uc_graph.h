@@ -42,6 +42,7 @@ enum {
     UC_AT_DOUBLE = 5,
     UC_AT_VOID_PTR = 6,
     UC_AT_CONVOLUTION_MODE = 7,
+    UC_AT_HEUR_MODE = 8,
     UC_AT_KNOB_TYPE = 9,
     UC_AT_NUMERICAL_NOTE = 11,
     UC_AT_POINTWISE_MODE = 14,
@@ -60,6 +61,7 @@ enum {
     UC_A_CONV_POST_PADDINGS = 104,
     UC_A_CONV_PRE_PADDINGS = 105,
     UC_A_CONV_SPATIAL_DIMS = 106,
+    UC_A_ENGINEHEUR_MODE = 200,
     UC_A_ENGINEHEUR_OPERATION_GRAPH = 201,
     UC_A_ENGINEHEUR_RESULTS = 202,
     UC_A_ENGINECFG_ENGINE = 300,
@@ -184,11 +186,11 @@ typedef struct {
     int64_t pre[UC_G_MAXD], post[UC_G_MAXD], stride[UC_G_MAXD], dil[UC_G_MAXD];
 } gop;
 
-/* Sub-plans at micro-batch size b: first[0] runs the first part (the caller's beta), rest[] the later ones
- * (beta = 1 for a weight gradient, which accumulates; the same plan as first[] otherwise). */
+/* Sub-plans at micro-batch size b: `first` runs the first part (the caller's beta), `rest` the later ones
+ * (beta = 1 for a weight gradient, which accumulates; the same plan as `first` otherwise), `last` the remainder. */
 typedef struct {
     int64_t b, rem;      /* parts of b, then one of rem (0: none) */
-    void *first, *rest, *last; /* real plan descriptors at b (caller's beta), at b (later parts), at rem */
+    void *first, *rest, *last; /* real plan descriptors */
     int64_t workspace;   /* the largest of their workspaces */
 } uc_gsplit;
 
@@ -208,11 +210,18 @@ typedef struct uc_ggraph {
     int nknobs, nnodes;
     int64_t knob_type[UC_G_MAX_KNOBS], knob_value[UC_G_MAX_KNOBS];
     uc_gnode *nodes;       /* the graph's descriptors, dependencies first */
-    /* The decision for this plan: 0 not made yet, 1 split (see split), -1 runs undivided. */
+    /* The decision for this plan, under `lock`: 0 not made yet, 1 taken over by the shim (the split and/or the
+     * alternative run), -1 the caller's plan runs unchanged. */
     pthread_mutex_t lock;
     int decided;
-    int64_t full_workspace; /* the undivided plan's workspace, from the real library */
-    uc_gsplit split;
+    int64_t full_workspace; /* the caller's plan's workspace, from the real library */
+    int64_t workspace;      /* what the plan's workspace query answers once decided == 1 */
+    uc_gsplit split;        /* split.first NULL: no split fits */
+    void *alt;              /* the undivided alternative within the limit (another engine), or NULL */
+    int64_t alt_engine, alt_workspace;
+    int trial_on;           /* split and alt are being timed against each other on real executions */
+    uc_trial trial;
+    int use_split;          /* which of the two runs once no trial is on */
 } uc_ggraph;
 
 /* The workspace to report for a plan (deciding the split on first use); -1 when the plan is not the shim's

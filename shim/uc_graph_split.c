@@ -128,70 +128,161 @@ static int replay_attr(const uc_ggraph *g, const uc_gnode *nd, const uc_gattr *a
     return r->cudnnBackendSetAttribute(d, a->name, a->type, a->count, a->bytes ? buf : NULL) == 0 ? 0 : -1;
 }
 
+#define UC_G_MAX_MADE (UC_G_MAX_NODES + 2 * UC_G_MAX_CANDIDATES + 3 + UC_G_MAX_KNOBS)
+#define UC_G_MAX_CANDIDATES 16
+
+typedef struct {
+    void *d[UC_G_MAX_MADE];
+    int n;
+} made_list;
+
+/* Create a descriptor of `type`, owned by the list; NULL on failure or a full list. */
+static void *make(made_list *m, int type)
+{
+    void *d = NULL;
+    if (m->n == UC_G_MAX_MADE || uc_real()->cudnnBackendCreateDescriptor(type, &d) != 0 || !d)
+        return NULL;
+    return m->d[m->n++] = d;
+}
+
+static void destroy_made(made_list *m)
+{
+    for (int i = m->n - 1; i >= 0; i--)
+        uc_real()->cudnnBackendDestroyDescriptor(m->d[i]);
+    m->n = 0;
+}
+
+/* The operation graph rebuilt at batch size b (beta_one: a weight gradient's later parts), every descriptor owned
+ * by m; NULL on failure. Under uc_guard. */
+static void *rebuild_graph(const uc_ggraph *g, int64_t b, int beta_one, made_list *m)
+{
+    const uc_real_table *r = uc_real();
+    void *old[UC_G_MAX_NODES], *made[UC_G_MAX_NODES];
+    for (int i = 0; i < g->nnodes; i++) {
+        const uc_gnode *nd = &g->nodes[i];
+        void *d = make(m, nd->type);
+        if (!d)
+            return NULL;
+        for (int a = 0; a < nd->nattr; a++)
+            if (replay_attr(g, nd, &nd->attr[a], d, b, beta_one, old, made, i) != 0)
+                return NULL;
+        if (r->cudnnBackendFinalize(d) != 0)
+            return NULL;
+        old[i] = nd->desc;
+        made[i] = d;
+    }
+    return g->nnodes ? made[g->nnodes - 1] : NULL;
+}
+
+/* A finalized plan for an engine configuration (owned by the caller) and its workspace, or NULL. Under uc_guard. */
+static void *plan_of(const uc_ggraph *g, void *cfg, int64_t *workspace)
+{
+    const uc_real_table *r = uc_real();
+    void *plan = NULL;
+    int64_t ws = -1, count = 0;
+    if (r->cudnnBackendCreateDescriptor(UC_BK_EXECUTION_PLAN, &plan) != 0 || !plan)
+        return NULL;
+    if (r->cudnnBackendSetAttribute(plan, UC_A_PLAN_HANDLE, UC_AT_HANDLE, 1, &g->handle) == 0 &&
+        r->cudnnBackendSetAttribute(plan, UC_A_PLAN_ENGINE_CONFIG, UC_AT_BACKEND_DESCRIPTOR, 1, &cfg) == 0 &&
+        r->cudnnBackendFinalize(plan) == 0 &&
+        r->cudnnBackendGetAttribute(plan, UC_A_PLAN_WORKSPACE_SIZE, UC_AT_INT64, 1, &count, &ws) == 0 &&
+        count == 1 && ws >= 0) {
+        *workspace = ws;
+        return plan;
+    }
+    r->cudnnBackendDestroyDescriptor(plan);
+    return NULL;
+}
+
 /* The graph rebuilt at batch size b and planned with the caller's engine and knobs: a finalized plan (owned by
  * the caller of this function) and its workspace, or NULL. Everything else built here is destroyed. */
 static void *build_at(const uc_ggraph *g, int64_t b, int beta_one, int64_t *workspace)
 {
     const uc_real_table *r = uc_real();
-    void *old[UC_G_MAX_NODES], *made[UC_G_MAX_NODES + 2 + UC_G_MAX_KNOBS];
-    int nmade = 0, ok = 1;
+    made_list m = {.n = 0};
     void *plan = NULL;
     uc_guard++;
-    for (int i = 0; ok && i < g->nnodes; i++) {
-        const uc_gnode *nd = &g->nodes[i];
-        void *d = NULL;
-        ok = r->cudnnBackendCreateDescriptor(nd->type, &d) == 0 && d;
-        if (!ok)
-            break;
-        old[nmade] = nd->desc;
-        made[nmade++] = d;
-        for (int a = 0; ok && a < nd->nattr; a++)
-            ok = replay_attr(g, nd, &nd->attr[a], d, b, beta_one, old, made, nmade - 1) == 0;
-        ok = ok && r->cudnnBackendFinalize(d) == 0;
-    }
-    void *opgraph = ok && nmade ? made[nmade - 1] : NULL, *engine = NULL, *cfg = NULL;
-    ok = ok && opgraph && r->cudnnBackendCreateDescriptor(UC_BK_ENGINE, &engine) == 0;
-    if (engine)
-        made[nmade++] = engine;
-    ok = ok &&
-         r->cudnnBackendSetAttribute(engine, UC_A_ENGINE_OPERATION_GRAPH, UC_AT_BACKEND_DESCRIPTOR, 1, &opgraph) == 0 &&
-         r->cudnnBackendSetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &g->engine) == 0 &&
-         r->cudnnBackendFinalize(engine) == 0;
+    void *opgraph = rebuild_graph(g, b, beta_one, &m), *engine = opgraph ? make(&m, UC_BK_ENGINE) : NULL;
+    int ok = engine &&
+             r->cudnnBackendSetAttribute(engine, UC_A_ENGINE_OPERATION_GRAPH, UC_AT_BACKEND_DESCRIPTOR, 1, &opgraph) ==
+                 0 &&
+             r->cudnnBackendSetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &g->engine) == 0 &&
+             r->cudnnBackendFinalize(engine) == 0;
     void *knobs[UC_G_MAX_KNOBS];
     for (int k = 0; ok && k < g->nknobs; k++) {
         int32_t type = (int32_t)g->knob_type[k];
-        ok = r->cudnnBackendCreateDescriptor(UC_BK_KNOB_CHOICE, &knobs[k]) == 0;
-        if (!ok)
-            break;
-        made[nmade++] = knobs[k];
-        ok = r->cudnnBackendSetAttribute(knobs[k], UC_A_KNOB_CHOICE_KNOB_TYPE, UC_AT_KNOB_TYPE, 1, &type) == 0 &&
+        knobs[k] = make(&m, UC_BK_KNOB_CHOICE);
+        ok = knobs[k] &&
+             r->cudnnBackendSetAttribute(knobs[k], UC_A_KNOB_CHOICE_KNOB_TYPE, UC_AT_KNOB_TYPE, 1, &type) == 0 &&
              r->cudnnBackendSetAttribute(knobs[k], UC_A_KNOB_CHOICE_KNOB_VALUE, UC_AT_INT64, 1, &g->knob_value[k]) ==
                  0 &&
              r->cudnnBackendFinalize(knobs[k]) == 0;
     }
-    ok = ok && r->cudnnBackendCreateDescriptor(UC_BK_ENGINECFG, &cfg) == 0;
-    if (cfg)
-        made[nmade++] = cfg;
-    ok = ok && r->cudnnBackendSetAttribute(cfg, UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &engine) == 0 &&
+    void *cfg = ok ? make(&m, UC_BK_ENGINECFG) : NULL;
+    ok = cfg && r->cudnnBackendSetAttribute(cfg, UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &engine) == 0 &&
          (!g->nknobs || r->cudnnBackendSetAttribute(cfg, UC_A_ENGINECFG_KNOB_CHOICES, UC_AT_BACKEND_DESCRIPTOR,
                                                     g->nknobs, knobs) == 0) &&
          r->cudnnBackendFinalize(cfg) == 0;
-    ok = ok && r->cudnnBackendCreateDescriptor(UC_BK_EXECUTION_PLAN, &plan) == 0;
-    int64_t ws = -1, count = 0;
-    ok = ok && r->cudnnBackendSetAttribute(plan, UC_A_PLAN_HANDLE, UC_AT_HANDLE, 1, &g->handle) == 0 &&
-         r->cudnnBackendSetAttribute(plan, UC_A_PLAN_ENGINE_CONFIG, UC_AT_BACKEND_DESCRIPTOR, 1, &cfg) == 0 &&
-         r->cudnnBackendFinalize(plan) == 0 &&
-         r->cudnnBackendGetAttribute(plan, UC_A_PLAN_WORKSPACE_SIZE, UC_AT_INT64, 1, &count, &ws) == 0 && count == 1 &&
-         ws >= 0;
-    for (int i = nmade - 1; i >= 0; i--)
-        r->cudnnBackendDestroyDescriptor(made[i]);
-    if (!ok && plan) {
-        r->cudnnBackendDestroyDescriptor(plan);
-        plan = NULL;
-    }
+    if (ok)
+        plan = plan_of(g, cfg, workspace);
+    destroy_made(&m);
     uc_guard--;
-    if (plan)
-        *workspace = ws;
+    return plan;
+}
+
+/* Numerical notes an alternative engine may not add to the caller's: tensor cores, down-converted inputs,
+ * reduced-precision reduction, non-determinism (cudnnBackendNumericalNote_t 0, 1, 2, 4). */
+#define UC_G_NOTES_FORBIDDEN ((1 << 0) | (1 << 1) | (1 << 2) | (1 << 4))
+
+/* The undivided alternative: the first of cuDNN's heuristics (INSTANT mode) for the graph at N, other than the
+ * caller's engine, whose workspace fits the limit and whose notes add nothing the caller did not accept. */
+static void *alternative(const uc_ggraph *g, size_t limit, int64_t *workspace, int64_t *engine_out)
+{
+    const uc_real_table *r = uc_real();
+    made_list m = {.n = 0};
+    void *plan = NULL;
+    int32_t mode = 0; /* CUDNN_HEUR_MODE_INSTANT */
+    int64_t n = 0;
+    uc_guard++;
+    void *opgraph = rebuild_graph(g, g->n, 0, &m), *heur = opgraph ? make(&m, UC_BK_ENGINEHEUR) : NULL;
+    void *cfgs[UC_G_MAX_CANDIDATES];
+    int ok = heur &&
+             r->cudnnBackendSetAttribute(heur, UC_A_ENGINEHEUR_OPERATION_GRAPH, UC_AT_BACKEND_DESCRIPTOR, 1,
+                                         &opgraph) == 0 &&
+             r->cudnnBackendSetAttribute(heur, UC_A_ENGINEHEUR_MODE, UC_AT_HEUR_MODE, 1, &mode) == 0 &&
+             r->cudnnBackendFinalize(heur) == 0;
+    for (int i = 0; ok && i < UC_G_MAX_CANDIDATES; i++)
+        ok = (cfgs[i] = make(&m, UC_BK_ENGINECFG)) != NULL;
+    ok = ok && r->cudnnBackendGetAttribute(heur, UC_A_ENGINEHEUR_RESULTS, UC_AT_BACKEND_DESCRIPTOR,
+                                           UC_G_MAX_CANDIDATES, &n, cfgs) == 0;
+    for (int64_t i = 0; ok && !plan && i < n && i < UC_G_MAX_CANDIDATES; i++) {
+        void *engine = make(&m, UC_BK_ENGINE);
+        int64_t count = 0, index = -1, notes = 0;
+        int32_t note[16];
+        if (!engine ||
+            r->cudnnBackendGetAttribute(cfgs[i], UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &count, &engine) !=
+                0 ||
+            r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &count, &index) != 0 ||
+            r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_NUMERICAL_NOTE, UC_AT_NUMERICAL_NOTE, 16, &count, note) !=
+                0)
+            continue;
+        for (int64_t k = 0; k < count && k < 16; k++)
+            if (note[k] >= 0 && note[k] < 63)
+                notes |= (int64_t)1 << note[k];
+        if (index == g->engine || (notes & ~g->notes & UC_G_NOTES_FORBIDDEN))
+            continue;
+        int64_t ws = -1;
+        plan = plan_of(g, cfgs[i], &ws);
+        if (plan && (uint64_t)ws > limit) {
+            r->cudnnBackendDestroyDescriptor(plan);
+            plan = NULL;
+        } else if (plan) {
+            *workspace = ws;
+            *engine_out = index;
+        }
+    }
+    destroy_made(&m);
+    uc_guard--;
     return plan;
 }
 
@@ -259,7 +350,7 @@ static void decide(uc_ggraph *g)
     g->decided = -1;
     size_t limit = uc_cfg_exec_cap();
     int policy = uc_cfg_policy();
-    if (limit == UC_UNLIMITED || policy == uc_cfg_policy_undivided() || g->n < 2 || !g->nodes || !g->handle)
+    if (limit == UC_UNLIMITED || g->n < 2 || !g->nodes || !g->handle)
         return;
     int64_t count = 0, full = -1;
     uc_guard++;
@@ -273,9 +364,9 @@ static void decide(uc_ggraph *g)
     int64_t p = 1;
     while (p * 2 < g->n)
         p *= 2;
-    int64_t fit = 0;
     uc_gsplit best = {0};
-    for (int64_t b = p; b >= 1 && !fit; b /= 2)
+    int64_t fit = 0;
+    for (int64_t b = p; policy != uc_cfg_policy_undivided() && b >= 1 && !fit; b /= 2)
         if (try_split(g, b, limit, &best))
             fit = b;
     if (fit && strcmp(uc_cfg_policy_name(policy), "all") == 0) {
@@ -293,16 +384,27 @@ static void decide(uc_ggraph *g)
             }
         }
     }
-    if (!best.first) {
-        uc_log(UC_LOG_INFO, "graph plan %p: no micro-batch size fits %zu bytes (undivided: %" PRId64 "); it runs "
-               "undivided", g->plan, limit, full);
+    g->alt_engine = -1;
+    g->alt = alternative(g, limit, &g->alt_workspace, &g->alt_engine);
+    if (!best.first && !g->alt) {
+        uc_log(UC_LOG_INFO, "graph plan %p: nothing fits %zu bytes (undivided: %" PRId64 "); it runs as built",
+               g->plan, limit, full);
         return;
     }
     g->split = best;
     g->decided = 1;
-    UC_COUNT(graph_split_plans, 1);
-    uc_log(UC_LOG_INFO, "graph plan %p: N=%" PRId64 " runs as parts of %" PRId64 " (+%" PRId64 ") in %" PRId64
-           " bytes of workspace (undivided: %" PRId64 ")", g->plan, g->n, best.b, best.rem, best.workspace, full);
+    g->use_split = best.first != NULL;
+    g->workspace = best.first ? best.workspace : 0;
+    if (g->alt && g->alt_workspace > g->workspace)
+        g->workspace = g->alt_workspace;
+    /* Both run in the workspace reported; the split is kept only if it beats the alternative on real runs. */
+    g->trial_on = best.first && g->alt && uc_trial_init(&g->trial) == 0;
+    if (best.first)
+        UC_COUNT(graph_split_plans, 1);
+    uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes) within %zu bytes: split %" PRId64
+           " x %" PRId64 " + %" PRId64 " (%" PRId64 " bytes), undivided engine %" PRId64 " (%" PRId64 " bytes)%s",
+           g->plan, g->n, full, limit, best.b ? g->n / best.b : 0, best.b, best.rem, best.workspace, g->alt_engine,
+           g->alt ? g->alt_workspace : -1, g->trial_on ? "; timing both on the first executions" : "");
 }
 
 int64_t uc_gsplit_workspace(uc_ggraph *g)
@@ -312,7 +414,7 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
     pthread_mutex_lock(&g->lock);
     if (!g->decided)
         decide(g);
-    int64_t ws = g->decided == 1 ? g->split.workspace : -1;
+    int64_t ws = g->decided == 1 ? g->workspace : -1;
     pthread_mutex_unlock(&g->lock);
     return ws;
 }
@@ -343,15 +445,43 @@ static cudnnStatus_t run_part(const uc_ggraph *g, cudnnHandle_t handle, void *pl
     return st;
 }
 
+/* Which side runs this execution (*split), and the trial slot it fills (-1: untimed). Under g->lock. */
+static int choose(uc_ggraph *g, int *split)
+{
+    int slot = -1;
+    if (g->trial_on) {
+        int side_b = 0;
+        slot = uc_trial_begin(&g->trial, &side_b);
+        double split_ms, alt_ms;
+        int samples, kept;
+        if (slot < 0 && uc_trial_verdict(&g->trial, &split_ms, &alt_ms, &samples, &kept)) {
+            g->trial_on = 0;
+            g->use_split = kept;
+            UC_COUNT(graph_verified, 1);
+            if (!kept)
+                UC_COUNT(graph_rejected_by_measurement, 1);
+            uc_log(UC_LOG_INFO, "graph plan %p: split %.4g ms, undivided engine %" PRId64 " %.4g ms (median of %d): "
+                   "%s from now on", g->plan, split_ms, g->alt_engine, alt_ms, samples,
+                   kept ? "the split" : "the undivided engine");
+        }
+        *split = slot >= 0 ? !side_b : g->use_split;
+        return slot;
+    }
+    *split = g->use_split;
+    return -1;
+}
+
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
 {
     pthread_mutex_lock(&g->lock);
-    int split = g->decided == 1;
+    int mine = g->decided == 1, split = 0;
+    int slot = mine ? choose(g, &split) : -1;
     uc_gsplit s = g->split;
+    void *alt = g->alt;
     pthread_mutex_unlock(&g->lock);
-    if (!split)
+    if (!mine)
         return 0;
-    /* The caller allocated the split plan's workspace: from here on the undivided plan cannot run. */
+    /* The caller allocated the workspace the shim reported: from here on the caller's plan cannot run. */
     int64_t uids[UC_G_MAX_TENSORS], step[UC_G_MAX_TENSORS];
     void *ptrs[UC_G_MAX_TENSORS], *ws = NULL;
     int t1 = -1, t2 = -1, t3 = -1;
@@ -374,26 +504,44 @@ int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cu
             step[i] = split_tensor(g, t) ? t->strides[0] * (int64_t)dtype_bytes(t->dtype) : 0;
     }
     if (why) {
-        uc_log(UC_LOG_WARNING, "graph plan %p was given a micro-batched workspace but %s; the call fails "
-               "rather than run the undivided plan in too little workspace", g->plan, why);
-        UC_COUNT(passthrough, 1);
+        uc_log(UC_LOG_WARNING, "graph plan %p was given the shim's workspace but %s; the call fails rather than "
+               "run the caller's plan in too little workspace", g->plan, why);
         *status = (cudnnStatus_t)uc_status(UC_ST_NOT_SUPPORTED);
+        if (slot >= 0) {
+            pthread_mutex_lock(&g->lock);
+            uc_trial_end(&g->trial, slot, NULL, 0);
+            pthread_mutex_unlock(&g->lock);
+        }
         return 1;
     }
+    uc_mark mark;
+    int timed = slot >= 0 && uc_mark_start(&mark, handle) == 0;
     cudnnStatus_t st = 0;
-    int64_t n0 = 0;
     int parts = 0;
     uc_guard++;
-    for (; st == 0 && n0 + s.b <= g->n; n0 += s.b, parts++)
-        st = run_part(g, handle, parts ? s.rest : s.first, n0, (int)nu, uids, ptrs, step, ws);
-    if (st == 0 && s.rem) {
-        st = run_part(g, handle, s.last, n0, (int)nu, uids, ptrs, step, ws);
-        parts++;
+    if (!split) {
+        st = run_part(g, handle, alt, 0, (int)nu, uids, ptrs, step, ws);
+    } else {
+        int64_t n0 = 0;
+        for (; st == 0 && n0 + s.b <= g->n; n0 += s.b, parts++)
+            st = run_part(g, handle, parts ? s.rest : s.first, n0, (int)nu, uids, ptrs, step, ws);
+        if (st == 0 && s.rem) {
+            st = run_part(g, handle, s.last, n0, (int)nu, uids, ptrs, step, ws);
+            parts++;
+        }
     }
     uc_guard--;
+    if (timed)
+        timed = uc_mark_stop(&mark) == 0;
+    if (slot >= 0) {
+        pthread_mutex_lock(&g->lock);
+        uc_trial_end(&g->trial, slot, timed ? &mark : NULL, st == 0);
+        pthread_mutex_unlock(&g->lock);
+    }
     UC_COUNT(graph_micro_batches, parts);
     if (st != 0)
-        uc_log(UC_LOG_WARNING, "graph plan %p: micro-batch %d failed with status %d", g->plan, parts, (int)st);
+        uc_log(UC_LOG_WARNING, "graph plan %p: %s failed with status %d", g->plan,
+               split ? "a micro-batch" : "the undivided engine", (int)st);
     *status = st;
     return 1;
 }
@@ -401,4 +549,7 @@ int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cu
 void uc_gsplit_free(uc_ggraph *g)
 {
     drop_split(&g->split);
+    destroy_plan(g->alt);
+    g->alt = NULL;
+    uc_trial_drop(&g->trial); /* slots never used hold nothing */
 }

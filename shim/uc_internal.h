@@ -247,6 +247,28 @@ void uc_plan_free(uc_plan *p);
 
 /* ---- checking new plans on real executions (uc_verify.c) ---- */
 
+/* A trial: the first 2 * (S + 1) executions alternate between side a (a new plan, even slots) and side b (the
+ * undivided choice, odd slots), S = UCUDNN_VERIFY_SAMPLES; each side's first execution warms up. Not locked:
+ * its owner serialises the calls. */
+#define UC_TRIAL_MAX_SAMPLES 32
+#define UC_TRIAL_MAX_SLOTS (2 * (UC_TRIAL_MAX_SAMPLES + 1))
+typedef struct {
+    int slots, issued, settled;
+    int state[UC_TRIAL_MAX_SLOTS];
+    uc_mark marks[UC_TRIAL_MAX_SLOTS];
+    double ms[UC_TRIAL_MAX_SLOTS];
+} uc_trial;
+/* 0, or -1 when checks are off (UCUDNN_VERIFY_SAMPLES=0). */
+int uc_trial_init(uc_trial *t);
+void uc_trial_drop(uc_trial *t);
+/* The slot this execution fills (>= 0: time it, then uc_trial_end) and its side (*side_b), or -1: untimed. */
+int uc_trial_begin(uc_trial *t, int *side_b);
+/* The execution of `slot` ended: `m` its stopped mark (NULL if it could not be timed), ok 0 if it failed. */
+void uc_trial_end(uc_trial *t, int slot, const uc_mark *m, int ok);
+/* 1 (once) when every timed execution has been read: the medians, the samples per side and whether side a won
+ * by more than UCUDNN_VERIFY_MARGIN. Never waits. */
+int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int *kept);
+
 typedef struct uc_verify uc_verify;
 /* A check of `plan` against `base` (the undivided choice for the same workspace); NULL when checks are off
  * (UCUDNN_VERIFY_SAMPLES=0) or memory is short. Takes references of its own. */
@@ -343,7 +365,7 @@ typedef struct {
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches;
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement;
 } uc_stats;
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)

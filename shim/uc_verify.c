@@ -20,109 +20,70 @@
 
 #include "uc_internal.h"
 
-#define UC_VERIFY_MAX_SAMPLES 32
-#define UC_VERIFY_MAX_SLOTS (2 * (UC_VERIFY_MAX_SAMPLES + 1))
+/* ---- the trial: alternating timed executions of two sides, "a" (the plan) and "b" (the undivided choice) ---- */
 
 enum { SLOT_FREE = 0, SLOT_RUNNING, SLOT_PENDING, SLOT_READ, SLOT_FAILED };
 
-struct uc_verify {
-    atomic_int refs;
-    pthread_mutex_t mu;
-    uc_plan *plan, *base; /* referenced */
-    int det;              /* the determinism the decision was planned with */
-    size_t workspace;     /* the workspace of the decision */
-    int slots, issued, settled;
-    int state[UC_VERIFY_MAX_SLOTS];
-    uc_mark marks[UC_VERIFY_MAX_SLOTS];
-    double ms[UC_VERIFY_MAX_SLOTS];
-};
-
-uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace)
+int uc_trial_init(uc_trial *t)
 {
     int samples = uc_cfg_verify_samples();
+    memset(t, 0, sizeof *t);
     if (samples <= 0)
-        return NULL;
-    if (samples > UC_VERIFY_MAX_SAMPLES)
-        samples = UC_VERIFY_MAX_SAMPLES;
-    uc_verify *v = calloc(1, sizeof *v);
-    if (!v || pthread_mutex_init(&v->mu, NULL) != 0) {
-        free(v);
-        return NULL;
-    }
-    atomic_init(&v->refs, 1);
-    uc_plan_ref(plan);
-    uc_plan_ref(base);
-    v->plan = plan;
-    v->base = base;
-    v->det = det;
-    v->workspace = workspace;
-    v->slots = 2 * (samples + 1);
-    return v;
+        return -1;
+    if (samples > UC_TRIAL_MAX_SAMPLES)
+        samples = UC_TRIAL_MAX_SAMPLES;
+    t->slots = 2 * (samples + 1);
+    return 0;
 }
 
-void uc_verify_ref(uc_verify *v)
+void uc_trial_drop(uc_trial *t)
 {
-    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+    for (int i = 0; i < t->slots; i++)
+        uc_mark_drop(&t->marks[i]);
 }
 
-void uc_verify_release(uc_verify *v)
+/* Read whatever pending marks have completed. */
+static void poll(uc_trial *t)
 {
-    if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (int i = 0; i < v->slots; i++)
-        uc_mark_drop(&v->marks[i]);
-    uc_plan_release(v->plan);
-    uc_plan_release(v->base);
-    pthread_mutex_destroy(&v->mu);
-    free(v);
-}
-
-/* Read whatever pending marks have completed. Under v->mu. */
-static void poll(uc_verify *v)
-{
-    for (int i = 0; i < v->issued; i++) {
-        if (v->state[i] != SLOT_PENDING)
+    for (int i = 0; i < t->issued; i++) {
+        if (t->state[i] != SLOT_PENDING)
             continue;
         double ms = 0;
-        int rc = uc_mark_read(&v->marks[i], &ms);
+        int rc = uc_mark_read(&t->marks[i], &ms);
         if (rc == 1) {
-            v->state[i] = SLOT_READ;
-            v->ms[i] = ms;
+            t->state[i] = SLOT_READ;
+            t->ms[i] = ms;
         } else if (rc < 0) {
-            v->state[i] = SLOT_FAILED;
+            t->state[i] = SLOT_FAILED;
         }
     }
 }
 
-int uc_verify_begin(uc_verify *v, uc_plan **run)
+int uc_trial_begin(uc_trial *t, int *side_b)
 {
     int slot = -1;
-    pthread_mutex_lock(&v->mu);
-    poll(v);
-    *run = v->plan;
-    if (!v->settled && v->issued < v->slots) {
-        slot = v->issued++;
-        v->state[slot] = SLOT_RUNNING;
-        *run = slot % 2 ? v->base : v->plan; /* even slots the plan, odd ones the undivided choice */
+    poll(t);
+    *side_b = 0;
+    if (!t->settled && t->issued < t->slots) {
+        slot = t->issued++;
+        t->state[slot] = SLOT_RUNNING;
+        *side_b = slot % 2; /* even slots the plan, odd ones the undivided choice */
     }
-    pthread_mutex_unlock(&v->mu);
     return slot;
 }
 
-void uc_verify_end(uc_verify *v, int slot, const uc_mark *m, int ok)
+void uc_trial_end(uc_trial *t, int slot, const uc_mark *m, int ok)
 {
-    pthread_mutex_lock(&v->mu);
     if (ok && m) {
-        v->marks[slot] = *m;
-        v->state[slot] = SLOT_PENDING;
+        t->marks[slot] = *m;
+        t->state[slot] = SLOT_PENDING;
     } else {
         if (m) {
             uc_mark copy = *m;
             uc_mark_drop(&copy);
         }
-        v->state[slot] = SLOT_FAILED; /* counted as infinitely slow: a side that fails does not win */
+        t->state[slot] = SLOT_FAILED; /* counted as infinitely slow: a side that fails does not win */
     }
-    pthread_mutex_unlock(&v->mu);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -137,34 +98,106 @@ static double median(double *xs, int n)
     return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
+int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int *kept)
+{
+    poll(t);
+    int complete = !t->settled && t->issued == t->slots;
+    for (int i = 0; complete && i < t->slots; i++)
+        complete = t->state[i] == SLOT_READ || t->state[i] == SLOT_FAILED;
+    if (!complete)
+        return 0;
+    double ta[UC_TRIAL_MAX_SLOTS], tb[UC_TRIAL_MAX_SLOTS];
+    int na = 0, nb = 0;
+    for (int i = 2; i < t->slots; i++) { /* slots 0 and 1 warmed up */
+        double x = t->state[i] == SLOT_READ ? t->ms[i] : INFINITY;
+        if (i % 2)
+            tb[nb++] = x;
+        else
+            ta[na++] = x;
+    }
+    *a_ms = median(ta, na);
+    *b_ms = median(tb, nb);
+    *samples = na;
+    /* NaN-safe: anything but a clear win keeps the undivided choice. */
+    *kept = *a_ms < *b_ms * (1.0 - uc_cfg_verify_margin());
+    t->settled = 1;
+    return 1;
+}
+
+/* ---- the legacy path's check: a plan against its undivided choice ---- */
+
+struct uc_verify {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    uc_plan *plan, *base; /* referenced */
+    int det;              /* the determinism the decision was planned with */
+    size_t workspace;     /* the workspace of the decision */
+    uc_trial trial;
+};
+
+uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace)
+{
+    uc_trial trial;
+    if (uc_trial_init(&trial) != 0)
+        return NULL;
+    uc_verify *v = calloc(1, sizeof *v);
+    if (!v || pthread_mutex_init(&v->mu, NULL) != 0) {
+        free(v);
+        return NULL;
+    }
+    atomic_init(&v->refs, 1);
+    uc_plan_ref(plan);
+    uc_plan_ref(base);
+    v->plan = plan;
+    v->base = base;
+    v->det = det;
+    v->workspace = workspace;
+    v->trial = trial;
+    return v;
+}
+
+void uc_verify_ref(uc_verify *v)
+{
+    atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+}
+
+void uc_verify_release(uc_verify *v)
+{
+    if (!v || atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    uc_trial_drop(&v->trial);
+    uc_plan_release(v->plan);
+    uc_plan_release(v->base);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+}
+
+int uc_verify_begin(uc_verify *v, uc_plan **run)
+{
+    int side_b = 0;
+    pthread_mutex_lock(&v->mu);
+    int slot = uc_trial_begin(&v->trial, &side_b);
+    *run = side_b ? v->base : v->plan;
+    pthread_mutex_unlock(&v->mu);
+    return slot;
+}
+
+void uc_verify_end(uc_verify *v, int slot, const uc_mark *m, int ok)
+{
+    pthread_mutex_lock(&v->mu);
+    uc_trial_end(&v->trial, slot, m, ok);
+    pthread_mutex_unlock(&v->mu);
+}
+
 int uc_verify_verdict(uc_verify *v, uc_verdict_info *out)
 {
-    int decided = 0;
     pthread_mutex_lock(&v->mu);
-    poll(v);
-    int complete = !v->settled && v->issued == v->slots;
-    for (int i = 0; complete && i < v->slots; i++)
-        complete = v->state[i] == SLOT_READ || v->state[i] == SLOT_FAILED;
-    if (complete) {
-        double tp[UC_VERIFY_MAX_SLOTS], tb[UC_VERIFY_MAX_SLOTS];
-        int np = 0, nb = 0;
-        for (int i = 2; i < v->slots; i++) { /* slots 0 and 1 warmed up */
-            double t = v->state[i] == SLOT_READ ? v->ms[i] : INFINITY;
-            if (i % 2)
-                tb[nb++] = t;
-            else
-                tp[np++] = t;
-        }
-        out->plan_ms = median(tp, np);
-        out->base_ms = median(tb, nb);
-        out->samples = np;
-        /* NaN-safe: anything but a clear win keeps the undivided choice. */
-        out->kept = out->plan_ms < out->base_ms * (1.0 - uc_cfg_verify_margin());
+    int decided = uc_trial_verdict(&v->trial, &out->plan_ms, &out->base_ms, &out->samples, &out->kept);
+    if (decided) {
         out->plan = v->plan;
         out->base = v->base;
         out->det = v->det;
         out->workspace = v->workspace;
-        v->settled = decided = 1;
     }
     pthread_mutex_unlock(&v->mu);
     return decided;

@@ -25,7 +25,10 @@ int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTenso
 
 /*
  * The graph the shim resolved for a finalized execution plan (uc_graph.c), as JSON: {"convolution": bool,
- * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key"}; "{}" for a plan it does not know.
+ * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key", "split": {"b", "rem", "workspace"}
+ * or null, "alternative": {"engine", "workspace"} or null, "decided" (0 not yet, 1 the shim's, -1 the caller's
+ * plan), "runs" ("caller", "split" or "alternative"), "checking" (the two still timed against each other),
+ * "workspace" (the answer to the plan's workspace query), "full_workspace"}; "{}" for a plan it does not know.
  * Returns the length needed.
  */
 size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len);

@@ -280,3 +280,30 @@ def test_the_host_path_never_imports_cupy(tmp_path: Path) -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_graph_api_rows_split_the_fastest_engine_within_the_limit(tmp_path: Path) -> None:
+    """--api graph: each row plans the fastest engine through the preload library's graph hooks; the shim splits
+    it to fit the limit (or the row falls back to the best engine that fits), and the output matches."""
+    problems = write(tmp_path, "tiny.csv", TINY)
+    out_json = tmp_path / "r.json"
+    r = run_cli(
+        "--problems", str(problems), "--api", "graph", "--workspace", "16KiB,512KiB,2MiB",
+        "--policy", "undivided,powerOfTwo", "--host-timing", "model", "--repeat", "1", "--json", str(out_json),
+        "--database", str(tmp_path / "cache.sqlite"), "--progress", "none",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    ok = [row for row in rows if row["status"] == "ok"]
+    assert len(ok) == len(rows) == 2 * 3 * 3 * 2, [row["reason"] for row in rows if row["status"] != "ok"]
+    for row in ok:
+        assert row["output_match"], row
+        assert row["plan_workspace_bytes"] <= row["limit_bytes"], row
+        assert sum(m["batch"] * m["count"] for m in row["micro_batches"]) == row["n"], row
+        assert "did not take the graph" not in row["reason"], row
+        if row["policy"] == "undivided":
+            assert [m["count"] for m in row["micro_batches"]] == [1], row
+    split = [row for row in ok if len(row["micro_batches"]) > 1 or row["micro_batches"][0]["count"] > 1]
+    assert split and all(row["policy"] == "powerOfTwo" for row in split)
+    # The split fastest engine beats the best engine that fits wherever it splits (modelled times).
+    assert all(row["speedup"] > 1.0 for row in split), [(row["speedup"], row["micro_batches"]) for row in split]

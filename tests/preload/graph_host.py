@@ -4,7 +4,8 @@ reports), on seeded data. Writes the array the op computed (out.npy), the plan's
 library, the shim's counters (report.json).
 
 Usage: graph_host.py HOST_LIBCUDNN SPEC_JSON OUT_DIR, SPEC_JSON keys: op (0 fwd, 1 dgrad, 2 wgrad), n, c, k,
-size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)).
+size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)), repeat (executions of the plan;
+model_ms is the last one's, on the host backend's model clock).
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ def main() -> int:
         fused = (z, bias, 0.5)
     outcome = driver.run(
         spec["op"], x, w, y, params, engine=spec.get("engine", -1), alpha=spec.get("alpha", 1.0),
-        beta=spec.get("beta", 0.0), fused=fused,
+        beta=spec.get("beta", 0.0), fused=fused, repeat=spec.get("repeat", 1),
     )  # fmt: skip
     np.save(out / "out.npy", (y, x, w)[spec["op"]])
-    report: dict[str, object] = {"status": outcome.status, "stage": outcome.stage, "workspace": outcome.workspace}
+    report: dict[str, object] = {
+        "status": outcome.status, "stage": outcome.stage, "workspace": outcome.workspace, "model_ms": outcome.model_ms,
+    }  # fmt: skip
     if os.environ.get("LD_PRELOAD"):
         stats = ctypes.CDLL(None).ucudnn_stats_json
         stats.restype = ctypes.c_size_t

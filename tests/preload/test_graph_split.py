@@ -108,21 +108,61 @@ def test_fused_conv_add_bias_relu_splits_z_but_not_the_bias(host_lib: Path, prel
     ("engine", "env"),
     [
         (LINEAR_ENGINE[FWD], {}),  # auto: the framework's workspace, nothing to split for
-        (LINEAR_ENGINE[FWD], {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1"}),  # not even one sample fits
-        (LINEAR_ENGINE[FWD], {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1KiB", "UCUDNN_BATCH_SIZE_POLICY": "undivided"}),
         (0, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1KiB"}),  # no workspace at all: within any limit
     ],
-    ids=["auto", "nothing-fits", "undivided", "zero-workspace"],
+    ids=["auto", "zero-workspace"],
 )
-def test_runs_unchanged_when_it_need_not_or_cannot_split(
+def test_runs_unchanged_when_it_need_not_split(
     host_lib: Path, preload_lib: Path, tmp_path: Path, engine: int, env: dict[str, str]
 ) -> None:
     spec = {**BASE, "op": FWD, "n": 8, "engine": engine}
     expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
     got, rep = run(host_lib, preload_lib, tmp_path, spec, env)
     assert np.array_equal(got, expected)
-    # Never under-reported: the real workspace, and the caller's own plan runs in it.
+    # The real workspace, and the caller's own plan runs in it.
     assert rep["workspace"] == plain["workspace"]
     stats = rep["stats"]
     assert stats["graph_conv_plans"] == 1 and stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0
     assert stats["graph_executes"] == 1
+
+
+@pytest.mark.parametrize("policy", ["powerOfTwo", "undivided"])
+def test_an_undivided_engine_that_fits_when_no_split_does(
+    host_lib: Path, preload_lib: Path, tmp_path: Path, policy: str
+) -> None:
+    """Not even one sample of the caller's engine fits 1 byte (or the policy forbids splitting): the shim answers
+    the workspace of cuDNN's first heuristic engine that fits (here the zero-workspace direct loops) and runs
+    that engine, undivided."""
+    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD]}
+    expected, _ = run(host_lib, preload_lib, tmp_path, spec, None)
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1", "UCUDNN_BATCH_SIZE_POLICY": policy}
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, env)
+    close(got, expected)
+    assert rep["workspace"] <= 1
+    stats = rep["stats"]
+    assert stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0, stats
+
+
+def test_the_split_is_checked_against_the_undivided_engine_on_real_executions(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """With both a split of the caller's engine and an undivided engine within the limit, the first
+    2 x (S + 1) executions time them against each other (model clock) and the faster runs from then on."""
+    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "repeat": 10}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    limit = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(plain["workspace"] // 3)}
+    # Each side alone: the split (no check), and the undivided engine (no split allowed).
+    _, split_only = run(host_lib, preload_lib, tmp_path, spec, limit)
+    _, alt_only = run(host_lib, preload_lib, tmp_path, spec, {**limit, "UCUDNN_BATCH_SIZE_POLICY": "undivided"})
+    assert split_only["stats"]["graph_micro_batches"] == 10 * 4  # parts of 2, as before
+    assert alt_only["stats"]["graph_micro_batches"] == 0
+    checked_out, checked = run(host_lib, preload_lib, tmp_path, spec, {**limit, "UCUDNN_VERIFY_SAMPLES": "3"})
+    close(checked_out, expected)
+    stats = checked["stats"]
+    assert stats["graph_verified"] == 1, stats
+    fastest = min(split_only["model_ms"], alt_only["model_ms"])
+    assert split_only["model_ms"] != alt_only["model_ms"]
+    assert checked["model_ms"] == pytest.approx(fastest, rel=1e-9), (split_only, alt_only, checked)
+    split_won = split_only["model_ms"] * 1.02 < alt_only["model_ms"]
+    assert stats["graph_rejected_by_measurement"] == (0 if split_won else 1), stats
+    assert checked["workspace"] <= int(limit["UCUDNN_DEFAULT_WORKSPACE_LIMIT"])

@@ -1,0 +1,329 @@
+"""A ctypes binding of the cuDNN graph (backend) API: the six ``cudnnBackend*`` calls, the enum values they take,
+and builders for the descriptors cudnn_frontend makes for a convolution (tensor, convolution, operation,
+pointwise, operation graph, engine), plus ``ConvGraph``: one convolution built, planned and executed the way
+cudnn_frontend does it. Works on any library exporting the calls: the real ``libcudnn.so.9``, the host backend,
+or the preload library (whose exports are the shim's hooks).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+# cuDNN 9 enum values (cudnn_graph.h of the nvidia-cudnn wheel; tests/host/test_graph_abi.py checks them against the
+# C header shim/include/ucudnn/cudnn_graph_abi.h, which tests/realcudnn checks against the wheel's).
+POINTWISE, CONVOLUTION, ENGINE, ENGINECFG, ENGINEHEUR, PLAN = 0, 1, 2, 3, 4, 5
+KNOB_CHOICE, KNOB_INFO = 7, 8
+OP_FWD, OP_BWD_FILTER, OP_BWD_DATA, OP_POINTWISE, OPGRAPH, VARIANT_PACK, TENSOR = 10, 11, 12, 13, 15, 16, 17
+T_HANDLE, T_DATA_TYPE, T_BOOLEAN, T_INT64, T_FLOAT, T_DOUBLE, T_VOID_PTR = 0, 1, 2, 3, 4, 5, 6
+T_CONV_MODE, T_HEUR_MODE, T_NOTE, T_PW_MODE, T_DESC, T_INT32 = 7, 8, 11, 14, 15, 23
+A_PW_MODE, A_PW_PREC = 0, 1
+A_CONV_COMP, A_CONV_MODE, A_CONV_DIL, A_CONV_STRIDES, A_CONV_POST, A_CONV_PRE, A_CONV_NSP = (
+    100,
+    101,
+    102,
+    103,
+    104,
+    105,
+    106,
+)
+A_HEUR_MODE, A_HEUR_GRAPH, A_HEUR_RESULTS = 200, 201, 202
+A_CFG_ENGINE, A_CFG_KNOBS, A_CFG_WS = 300, 302, 303
+A_PLAN_HANDLE, A_PLAN_CFG, A_PLAN_WS = 400, 401, 402
+A_FWD = 700  # alpha; +1 beta, +2 conv, +3 W, +4 X, +5 Y
+A_BWD_DATA, A_BWD_FILTER = 706, 712
+A_PWOP_DESC, A_PWOP_X, A_PWOP_B, A_PWOP_Y, A_PWOP_ALPHA1, A_PWOP_ALPHA2 = 750, 751, 752, 753, 754, 755
+A_GRAPH_HANDLE, A_GRAPH_OPS, A_GRAPH_COUNT = 800, 801, 802
+A_T_ALIGN, A_T_DTYPE, A_T_DIMS, A_T_STRIDES, A_T_VCOUNT, A_T_VDIM, A_T_UID, A_T_VIRTUAL = range(900, 908)
+A_VP_UIDS, A_VP_PTRS, A_VP_INTERMEDIATES, A_VP_WS = 1000, 1001, 1002, 1003
+A_ENGINE_GRAPH, A_ENGINE_INDEX, A_ENGINE_KNOBS, A_ENGINE_NOTES = 1300, 1301, 1302, 1303
+NOTE_NONDETERMINISTIC, NOTE_REDUCED_PRECISION, NOTE_WINOGRAD, NOTE_DOWN_CONVERT = 4, 2, 5, 1
+PW_ADD, PW_MUL, PW_IDENTITY, PW_RELU = 0, 1, 21, 100
+HEUR_INSTANT, HEUR_FALLBACK, HEUR_A = 0, 2, 3
+FLOAT, DOUBLE, HALF, BFLOAT16 = 0, 1, 2, 9
+OP_KIND = {0: OP_FWD, 1: OP_BWD_DATA, 2: OP_BWD_FILTER}
+OP_BASE = {OP_FWD: A_FWD, OP_BWD_DATA: A_BWD_DATA, OP_BWD_FILTER: A_BWD_FILTER}
+
+P = ctypes.c_void_p
+I64 = ctypes.c_int64
+
+
+def i64s(*values: int) -> Any:
+    return (I64 * max(1, len(values)))(*values)
+
+
+def packed_strides(dims: Sequence[int]) -> list[int]:
+    strides = [1] * len(dims)
+    for k in range(len(dims) - 2, -1, -1):
+        strides[k] = strides[k + 1] * dims[k + 1]
+    return strides
+
+
+class GraphApiError(RuntimeError):
+    """A backend call that had to succeed did not; ``status`` is its cuDNN status."""
+
+    def __init__(self, what: str, status: int) -> None:
+        super().__init__(f"{what}: cuDNN status {status}")
+        self.status = status
+
+
+def _ok(what: str, status: int) -> None:
+    if status != 0:
+        raise GraphApiError(what, status)
+
+
+class Backend:
+    """The backend calls of one library (the real cuDNN, the host backend, or the preload library's hooks),
+    statuses as plain ints; descriptors are ``ctypes.c_void_p``. Descriptors made by ``create`` are owned by this
+    object until ``destroy_all``."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        lib.cudnnBackendCreateDescriptor.argtypes = [ctypes.c_int, P]
+        lib.cudnnBackendDestroyDescriptor.argtypes = [P]
+        lib.cudnnBackendFinalize.argtypes = [P]
+        lib.cudnnBackendSetAttribute.argtypes = [P, ctypes.c_int, ctypes.c_int, I64, P]
+        lib.cudnnBackendGetAttribute.argtypes = [P, ctypes.c_int, ctypes.c_int, I64, P, P]
+        lib.cudnnBackendExecute.argtypes = [P, P, P]
+        self.made: list[P] = []
+
+    def create_status(self, kind: int) -> tuple[int, P]:
+        d = P()
+        return int(self.lib.cudnnBackendCreateDescriptor(kind, ctypes.byref(d))), d
+
+    def create(self, kind: int) -> P:
+        st, d = self.create_status(kind)
+        _ok(f"cudnnBackendCreateDescriptor({kind})", st)
+        self.made.append(d)
+        return d
+
+    def destroy_all(self) -> None:
+        for d in self.made:
+            self.lib.cudnnBackendDestroyDescriptor(d)
+        self.made.clear()
+
+    def set(self, d: P | None, name: int, typ: int, count: int, elems: Any) -> int:
+        ptr = None if elems is None else ctypes.cast(elems, P)
+        return int(self.lib.cudnnBackendSetAttribute(d, name, typ, count, ptr))
+
+    def set_desc(self, d: P, name: int, *descs: P | None) -> int:
+        return self.set(d, name, T_DESC, len(descs), (P * len(descs))(*[x.value if x else None for x in descs]))
+
+    def get(self, d: P | None, name: int, typ: int, requested: int, buf: Any) -> tuple[int, int]:
+        n = I64(-7)
+        ptr = None if buf is None else ctypes.cast(buf, P)
+        return int(self.lib.cudnnBackendGetAttribute(d, name, typ, requested, ctypes.byref(n), ptr)), n.value
+
+    def finalize(self, d: P | None) -> int:
+        return int(self.lib.cudnnBackendFinalize(d))
+
+    def get_int64(self, d: P, name: int) -> tuple[int, int]:
+        out = i64s(-7)
+        st, _ = self.get(d, name, T_INT64, 1, out)
+        return st, int(out[0])
+
+    # ---- builders: (descriptor, list of statuses); finalize=True appends Finalize's status ----
+    def tensor(
+        self,
+        uid: int,
+        dims: Sequence[int],
+        strides: Sequence[int] | None = None,
+        *,
+        dtype: int = FLOAT,
+        align: int = 16,
+        virtual: bool = False,
+        skip: Sequence[int] = (),
+        finalize: bool = True,
+    ) -> tuple[P, list[int]]:
+        t = self.create(TENSOR)
+        strides = packed_strides(dims) if strides is None else strides
+        steps: list[tuple[int, int, int, Any]] = [
+            (A_T_DTYPE, T_DATA_TYPE, 1, ctypes.byref(ctypes.c_int(dtype))),
+            (A_T_DIMS, T_INT64, len(dims), i64s(*dims)),
+            (A_T_STRIDES, T_INT64, len(strides), i64s(*strides)),
+            (A_T_UID, T_INT64, 1, i64s(uid)),
+            (A_T_ALIGN, T_INT64, 1, i64s(align)),
+        ]
+        if virtual:
+            steps.append((A_T_VIRTUAL, T_BOOLEAN, 1, ctypes.byref(ctypes.c_bool(True))))
+        sts = [self.set(t, n, ty, c, e) for n, ty, c, e in steps if n not in skip]
+        if finalize:
+            sts.append(self.finalize(t))
+        return t, sts
+
+    def conv(
+        self,
+        nsp: int = 2,
+        pad: Sequence[int] = (1, 1),
+        post: Sequence[int] | None = None,
+        stride: Sequence[int] = (1, 1),
+        dil: Sequence[int] = (1, 1),
+        *,
+        mode: int = 1,
+        comp: int = FLOAT,
+        skip: Sequence[int] = (),
+        finalize: bool = True,
+    ) -> tuple[P, list[int]]:
+        c = self.create(CONVOLUTION)
+        post = pad if post is None else post
+        steps: list[tuple[int, int, int, Any]] = [
+            (A_CONV_NSP, T_INT64, 1, i64s(nsp)),
+            (A_CONV_COMP, T_DATA_TYPE, 1, ctypes.byref(ctypes.c_int(comp))),
+            (A_CONV_MODE, T_CONV_MODE, 1, ctypes.byref(ctypes.c_int(mode))),
+            (A_CONV_DIL, T_INT64, len(dil), i64s(*dil)),
+            (A_CONV_STRIDES, T_INT64, len(stride), i64s(*stride)),
+            (A_CONV_PRE, T_INT64, len(pad), i64s(*pad)),
+            (A_CONV_POST, T_INT64, len(post), i64s(*post)),
+        ]
+        sts = [self.set(c, n, ty, k, e) for n, ty, k, e in steps if n not in skip]
+        if finalize:
+            sts.append(self.finalize(c))
+        return c, sts
+
+    def conv_op(
+        self,
+        kind: int,
+        x: P | None,
+        w: P | None,
+        y: P | None,
+        conv: P | None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        finalize: bool = True,
+    ) -> tuple[P, list[int]]:
+        o = self.create(kind)
+        base = OP_BASE[kind]
+        sts = [self.set_desc(o, base + k, d) for k, d in ((4, x), (3, w), (5, y), (2, conv)) if d is not None]
+        sts.append(self.set(o, base, T_FLOAT, 1, ctypes.byref(ctypes.c_float(alpha))))
+        sts.append(self.set(o, base + 1, T_FLOAT, 1, ctypes.byref(ctypes.c_float(beta))))
+        if finalize:
+            sts.append(self.finalize(o))
+        return o, sts
+
+    def pointwise(self, mode: int, prec: int = FLOAT) -> P:
+        p = self.create(POINTWISE)
+        _ok("pointwise mode", self.set(p, A_PW_MODE, T_PW_MODE, 1, ctypes.byref(ctypes.c_int(mode))))
+        _ok("pointwise precision", self.set(p, A_PW_PREC, T_DATA_TYPE, 1, ctypes.byref(ctypes.c_int(prec))))
+        _ok("pointwise finalize", self.finalize(p))
+        return p
+
+    def pw_op(self, pw: P, x: P | None, y: P | None, b: P | None = None, *, finalize: bool = True) -> tuple[P, int]:
+        o = self.create(OP_POINTWISE)
+        self.set_desc(o, A_PWOP_DESC, pw)
+        for name, d in ((A_PWOP_X, x), (A_PWOP_B, b), (A_PWOP_Y, y)):
+            if d is not None:
+                self.set_desc(o, name, d)
+        return o, self.finalize(o) if finalize else 0
+
+    def graph(self, ops: Sequence[P], handle: int | None = None) -> tuple[P, list[int]]:
+        g = self.create(OPGRAPH)
+        sts = []
+        if handle is not None:
+            sts.append(self.set(g, A_GRAPH_HANDLE, T_HANDLE, 1, ctypes.byref(P(handle))))
+        sts.append(self.set_desc(g, A_GRAPH_OPS, *ops))
+        sts.append(self.finalize(g))
+        return g, sts
+
+    def engine(self, graph: P, index: int) -> tuple[P, int]:
+        e = self.create(ENGINE)
+        _ok("engine graph", self.set_desc(e, A_ENGINE_GRAPH, graph))
+        _ok("engine index", self.set(e, A_ENGINE_INDEX, T_INT64, 1, i64s(index)))
+        return e, self.finalize(e)
+
+
+# Convolution ops by the names ucudnn-bench uses, and the uids PyTorch gives a convolution's tensors.
+CONV_OPS = {"fwd": 0, "bwd-data": 1, "bwd-filter": 2}
+UID_X, UID_W, UID_Y = 120, 119, 121
+
+
+class ConvGraph:
+    """One 2-D cross-correlation on packed NCHW float32 tensors, planned the way cudnn_frontend plans it.
+
+    Tensors (PyTorch's uids, 16-byte alignment), convolution, the op's operation, the operation graph, the engine
+    of global index ``engine``, its configuration, the plan; then the descriptors the plan was built from are
+    destroyed, as cudnn_frontend does. ``workspace_bytes`` is the plan's own answer -- through the preload library,
+    the micro-batched plan's when the shim split it. The caller owns the plan until ``close``.
+    """
+
+    def __init__(
+        self,
+        api: Backend,
+        handle: int,
+        op: str,
+        x_shape: Sequence[int],
+        w_shape: Sequence[int],
+        y_shape: Sequence[int],
+        pad: Sequence[int],
+        stride: Sequence[int],
+        engine: int,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+    ) -> None:
+        self.api, self.handle = api, handle
+        self._packs: list[P] = []
+        builder = Backend(api.lib)  # its descriptors die with the plan's construction
+        try:
+            x, st_x = builder.tensor(UID_X, x_shape)
+            w, st_w = builder.tensor(UID_W, w_shape)
+            y, st_y = builder.tensor(UID_Y, y_shape)
+            conv, st_c = builder.conv(2, pad=pad, stride=stride)
+            for what, sts in (("tensor x", st_x), ("tensor w", st_w), ("tensor y", st_y), ("convolution", st_c)):
+                for st in sts:
+                    _ok(what, st)
+            kind = OP_KIND[CONV_OPS[op]]
+            operation, sts = builder.conv_op(kind, x, w, y, conv, alpha=alpha, beta=beta)
+            for st in sts:
+                _ok("operation", st)
+            graph, sts = builder.graph([operation], handle)
+            for st in sts:
+                _ok("operation graph", st)
+            eng, st = builder.engine(graph, engine)
+            _ok(f"engine {engine}", st)
+            cfg = builder.create(ENGINECFG)
+            _ok("engine configuration", builder.set_desc(cfg, A_CFG_ENGINE, eng))
+            _ok("engine configuration finalize", builder.finalize(cfg))
+            st, plan = api.create_status(PLAN)
+            _ok("plan", st)
+            self.plan = plan
+            try:
+                _ok("plan handle", api.set(plan, A_PLAN_HANDLE, T_HANDLE, 1, ctypes.byref(P(handle))))
+                _ok("plan configuration", api.set_desc(plan, A_PLAN_CFG, cfg))
+                _ok("plan finalize", api.finalize(plan))
+                st, ws = api.get_int64(plan, A_PLAN_WS)
+                _ok("plan workspace size", st)
+            except GraphApiError:
+                api.lib.cudnnBackendDestroyDescriptor(plan)
+                raise
+            self.workspace_bytes = ws
+        finally:
+            builder.destroy_all()
+
+    def executor(self, x: int, w: int, y: int, workspace: int) -> Any:
+        """A call that executes the plan on these device pointers (x/dx, w/dw, y/dy) with a variant pack built
+        once; it raises GraphApiError on a failed execution."""
+        api = self.api
+        st, vp = api.create_status(VARIANT_PACK)
+        _ok("variant pack", st)
+        self._packs.append(vp)
+        uids = i64s(UID_X, UID_W, UID_Y)
+        ptrs = (P * 3)(x, w, y)
+        _ok("variant pack uids", api.set(vp, A_VP_UIDS, T_INT64, 3, uids))
+        _ok("variant pack pointers", api.set(vp, A_VP_PTRS, T_VOID_PTR, 3, ptrs))
+        _ok("variant pack workspace", api.set(vp, A_VP_WS, T_VOID_PTR, 1, ctypes.byref(P(workspace or None))))
+        _ok("variant pack finalize", api.finalize(vp))
+        execute, handle, plan = api.lib.cudnnBackendExecute, P(self.handle), self.plan
+
+        def call() -> None:
+            status = execute(handle, plan, vp)
+            if status != 0:
+                raise GraphApiError("cudnnBackendExecute", int(status))
+
+        return call
+
+    def close(self) -> None:
+        for d in (*self._packs, self.plan):
+            self.api.lib.cudnnBackendDestroyDescriptor(d)
+        self._packs.clear()
