@@ -181,12 +181,9 @@ def _run_one(
         child_env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
     cmd = worker
     if cfg.ucudnn is not None:
-        if args.api == "graph":
-            # `ucudnn run` selects the legacy path; the graph path is PyTorch's default.
-            worker = ["env", "-u", "TORCH_CUDNN_V8_API_DISABLED", *worker]
         cmd = [
-            sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--database", str(args.database),
-            "--stats-file", str(stats_file), "--", *worker,
+            sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--torch-api", args.api, "--database",
+            str(args.database), "--stats-file", str(stats_file), "--", *worker,
         ]  # fmt: skip
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=child_env, capture_output=True, text=True, timeout=args.timeout)

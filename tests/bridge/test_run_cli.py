@@ -65,6 +65,18 @@ def test_environment_of_the_command(fake_build: FakeBuild, tmp_path: Path) -> No
     }
 
 
+def test_torch_api_graph_leaves_pytorch_on_its_default_path(fake_build: FakeBuild) -> None:
+    args = ("--", sys.executable, "-c", SHOW_ENV)
+    inherited = {"TORCH_CUDNN_V8_API_DISABLED": "1"}
+    graph = ucudnn_run(fake_build.shim, "--torch-api", "graph", *args, env=inherited)
+    legacy = ucudnn_run(fake_build.shim, "--torch-api", "legacy", *args)
+    assert graph.returncode == 0 and legacy.returncode == 0, graph.stderr + legacy.stderr
+    assert "TORCH_CUDNN_V8_API_DISABLED" not in json.loads(graph.stdout)
+    assert json.loads(legacy.stdout)["TORCH_CUDNN_V8_API_DISABLED"] == "1"
+    bad = ucudnn_run(fake_build.shim, "--torch-api", "v8", *args)
+    assert bad.returncode == 2 and "--torch-api" in bad.stderr
+
+
 def test_exit_status_is_the_commands(fake_build: FakeBuild) -> None:
     proc = ucudnn_run(fake_build.shim, "--", sys.executable, "-c", "import sys; sys.exit(7)")
     assert proc.returncode == 7

@@ -2,8 +2,9 @@
 
 The command replaces this process (exec), so its exit status, signals and terminal are the program's own. Its
 environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries, ``TORCH_CUDNN_V8_API_DISABLED=1``
-(PyTorch's legacy cuDNN convolution path, the one the shim can interpose) and the ``UCUDNN_*`` variables the
-options set. Exit status 2: a bad option or no built shim; 127: the command was not found.
+(PyTorch's legacy cuDNN convolution path, the one the shim plans fully; ``--torch-api graph`` leaves PyTorch on
+its default graph-API path and removes the variable) and the ``UCUDNN_*`` variables the options set. Exit
+status 2: a bad option or no built shim; 127: the command was not found.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--database", metavar="PATH", help="SQLite cache of benchmarks and plans")
     p.add_argument("--stats-file", metavar="F", help="write the shim's counters there as JSON at exit")
     p.add_argument("--log-level", metavar="LEVEL", help="error, warning, info or debug")
+    p.add_argument(
+        "--torch-api",
+        choices=("legacy", "graph"),
+        default="legacy",
+        help="PyTorch's cuDNN path: legacy (the default; sets TORCH_CUDNN_V8_API_DISABLED=1, the path ucudnn plans "
+        "fully) or graph (PyTorch's own default, the cuDNN graph API: split under an explicit --workspace only)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
     p.set_defaults(func=run)
 
@@ -59,7 +67,10 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
     # LD_PRELOAD takes spaces or colons; keep the user's entries, after ours, without repeating ours.
     existing = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e and e != shim]
     env["LD_PRELOAD"] = " ".join([shim, *existing])
-    env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
+    if getattr(args, "torch_api", "legacy") == "legacy":
+        env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
+    else:
+        env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
     for dest, name in _OPTION_VARS:
         value = getattr(args, dest, None)
         if value is None:
