@@ -30,6 +30,7 @@ typedef int (*cu_event_destroy_fn)(void *);
 typedef int (*cu_mem_alloc_fn)(unsigned long long *, size_t);
 typedef int (*cu_mem_free_fn)(unsigned long long);
 typedef int (*cu_ctx_sync_fn)(void);
+typedef int (*cu_stream_is_capturing_fn)(void *, int *);
 
 static struct {
     cu_ctx_get_current_fn ctx_get_current;
@@ -43,6 +44,7 @@ static struct {
     cu_mem_free_fn mem_free;
     cu_ctx_sync_fn ctx_sync;
     int usable; /* every function above resolved */
+    cu_stream_is_capturing_fn stream_is_capturing; /* optional */
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -77,6 +79,8 @@ static void find_driver(void)
     memcpy(&cu.mem_alloc, &p[7], sizeof p[7]);
     memcpy(&cu.mem_free, &p[8], sizeof p[8]);
     memcpy(&cu.ctx_sync, &p[9], sizeof p[9]);
+    void *capturing = sym(h, "cuStreamIsCapturing");
+    memcpy(&cu.stream_is_capturing, &capturing, sizeof capturing);
     cu.usable = 1;
 }
 
@@ -99,6 +103,21 @@ size_t uc_device_free_memory(void)
     }
     size_t stand_in = uc_cfg_host_device_memory();
     return stand_in < UC_UNLIMITED ? stand_in : UC_UNLIMITED;
+}
+
+/* 1 when the handle's stream is being captured into a CUDA graph (or that cannot be ruled out on a GPU): then
+ * the checks on real executions neither record nor query events, which would be captured or, in the global
+ * capture mode, invalidate the capture. 0 off the GPU. */
+int uc_stream_capturing(cudnnHandle_t handle)
+{
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        return 0;
+    cudaStream_t stream = NULL;
+    int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+    if (!cu.stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        cu.stream_is_capturing(stream, &status) != CU_SUCCESS)
+        return 1;
+    return status != 0;
 }
 
 /* ---- clocks ---- */

@@ -411,8 +411,11 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
 {
     if (g->why_not)
         return -1;
+    /* Nothing is built while the handle's stream is being captured into a CUDA graph: the plan answers its
+     * own workspace then, and is decided at a later query. */
+    int capturing = uc_stream_capturing((cudnnHandle_t)g->handle);
     pthread_mutex_lock(&g->lock);
-    if (!g->decided)
+    if (!g->decided && !capturing)
         decide(g);
     int64_t ws = g->decided == 1 ? g->workspace : -1;
     pthread_mutex_unlock(&g->lock);
@@ -473,9 +476,11 @@ static int choose(uc_ggraph *g, int *split)
 
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
 {
+    int capturing = uc_stream_capturing(handle);
     pthread_mutex_lock(&g->lock);
-    int mine = g->decided == 1, split = 0;
-    int slot = mine ? choose(g, &split) : -1;
+    int mine = g->decided == 1, split = g->use_split;
+    /* During a CUDA-graph capture the check waits (no events recorded or queried); the current choice runs. */
+    int slot = mine && !capturing ? choose(g, &split) : -1;
     uc_gsplit s = g->split;
     void *alt = g->alt;
     pthread_mutex_unlock(&g->lock);

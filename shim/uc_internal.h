@@ -105,6 +105,8 @@ size_t uc_device_free_memory(void);
 
 enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
 int uc_clock_kind(void);
+/* 1 when the handle's stream is being captured into a CUDA graph (see uc_device.c). */
+int uc_stream_capturing(cudnnHandle_t handle);
 /* One timed stretch of calls on a handle's stream. */
 typedef struct {
     int kind, done;
