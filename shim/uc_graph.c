@@ -197,13 +197,26 @@ static const char *classify(uc_ggraph *g)
     g->n = x->dims[0];
     if (g->n < 2)
         return "a batch of one";
+    const gtensor *y = tensor_of(g, g->ops[conv].t[2]);
+    if (!y || y->nb != x->nb || y->dims[0] != g->n)
+        return "the convolution's output is unreadable or not of the input's batch";
     for (int i = 0; i < g->ntensors; i++) {
         const gtensor *t = &g->t[i];
         if (t->by_value)
             return "a tensor passed by value";
-        int filter = t->uid == g->ops[conv].t[1];
-        if (!filter && t->dims[0] != g->n && t->dims[0] != 1)
+        if (t->uid == g->ops[conv].t[1])
+            continue; /* the filter: never split */
+        if (t->dims[0] != g->n && t->dims[0] != 1)
             return "a tensor whose first dimension is neither N nor 1";
+        /* Split along N only what is per sample: the shape of the convolution's input or output past dim 0. A
+         * per-channel operand that merely has N channels ([K,1,1,1] with K = N) is not. */
+        int input_like = t->nb == x->nb, output_like = t->nb == y->nb;
+        for (int d = 1; d < t->nb && d < UC_G_MAXD; d++) {
+            input_like = input_like && t->dims[d] == x->dims[d];
+            output_like = output_like && t->dims[d] == y->dims[d];
+        }
+        if (t->dims[0] == g->n && !input_like && !output_like)
+            return "a tensor with N rows that is not shaped like the convolution's input or output";
     }
     return NULL;
 }

@@ -312,6 +312,15 @@ static int is_wgrad(const uc_ggraph *g)
     return 0;
 }
 
+/* Whether the weight-gradient operation's beta was recorded (the later parts replay it as 1). */
+static int has_beta(const uc_ggraph *g)
+{
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].type == UC_BK_OP_CONV_BWD_FILTER)
+            return node_attr(&g->nodes[i], UC_A_OP_BWD_FILTER_ALPHA + 1) != NULL;
+    return 0;
+}
+
 /* Build the decomposition into parts of b (and one remainder) if every sub-plan builds and fits the limit. */
 static int try_split(const uc_ggraph *g, int64_t b, size_t limit, uc_gsplit *out)
 {
@@ -320,6 +329,8 @@ static int try_split(const uc_ggraph *g, int64_t b, size_t limit, uc_gsplit *out
     int wgrad = is_wgrad(g);
     if (!aligned_for(g, b) || (s.rem && !aligned_for(g, s.rem)))
         return 0;
+    if (wgrad && !has_beta(g))
+        return 0; /* later parts must accumulate: a beta to set to 1 is needed */
     s.first = build_at(g, b, 0, &ws);
     s.workspace = ws;
     int ok = s.first && (uint64_t)ws <= limit;
