@@ -11,10 +11,12 @@ import argparse
 import datetime
 import os
 import platform
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ucudnn import __version__
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
@@ -240,6 +242,10 @@ def list_suites() -> str:
     return "\n".join(lines)
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -301,16 +307,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = backend.device_name()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    runner = Runner(backend, cfg, report.Progress(args.progress))
+    interrupted = False
+    # A run ended by `timeout` or a scheduler (SIGTERM) keeps what it measured, like one ended by Ctrl-C.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        rows = Runner(backend, cfg, report.Progress(args.progress)).run(problems)
+        rows = runner.run(problems)
     except KeyboardInterrupt:
-        print("\nucudnn-bench: interrupted; no results written", file=sys.stderr)
-        return 130
+        rows = list(getattr(runner, "rows", []))
+        interrupted = True
+        if not rows:
+            print("\nucudnn-bench: interrupted before any row was measured; no results written", file=sys.stderr)
+            return 130
+        print(f"\nucudnn-bench: interrupted; reporting and writing the {len(rows)} rows measured", file=sys.stderr)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         backend.close()
     elapsed = time.monotonic() - t0
     title = (
-        f"ucudnn-bench {__version__}: {len(problems)} problems ({source}), ops {','.join(ops)}, "
+        f"ucudnn-bench {__version__}: {len(problems)} problems ({source}"
+        f"{f'; interrupted after {len(rows)} rows' if interrupted else ''}), ops {','.join(ops)}, "
         f"limits {','.join(format_size(x) for x in limits)}, policies {','.join(policies)}, {args.backend} backend"
     )
     if args.verbose:
@@ -338,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "database": os.environ.get("UCUDNN_DATABASE", ""),
         "preload": str(backend.preload_path),
         "python": platform.python_version(),
+        "partial": interrupted,
     }
-    status = 0
+    status = 130 if interrupted else 0
     try:
         if args.json:
             report.write_json(args.json, rows, meta)

@@ -227,16 +227,17 @@ class Runner:
         self.progress = progress or (lambda done, total, text: None)
 
     def run(self, problems: Sequence[Problem]) -> list[Row]:
-        rows: list[Row] = []
+        """Every row; ``self.rows`` holds those of the problems finished so far (what an interrupted run has)."""
+        self.rows: list[Row] = []
         total = len(problems) * len(self.cfg.ops)
         done = 0
         for p in problems:
             for op in self.cfg.ops:
                 self.progress(done, total, f"{p.label} {op}")
-                rows += self._problem_op(p, op)
+                self.rows += self._problem_op(p, op)
                 done += 1
         self.progress(done, total, "done")
-        return rows
+        return self.rows
 
     def _skipped(self, p: Problem, op: str, reason: str) -> list[Row]:
         out: list[Row] = []

@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -307,3 +308,29 @@ def test_graph_api_rows_split_the_fastest_engine_within_the_limit(tmp_path: Path
     assert split and all(row["policy"] == "powerOfTwo" for row in split)
     # The split fastest engine beats the best engine that fits wherever it splits (modelled times).
     assert all(row["speedup"] > 1.0 for row in split), [(row["speedup"], row["micro_batches"]) for row in split]
+
+
+def test_a_terminated_run_writes_the_rows_it_measured(tmp_path: Path) -> None:
+    """SIGTERM (``timeout``, a scheduler) after the first problem: the rows measured so far are reported and
+    written, marked partial, and the exit status says the run was interrupted (130)."""
+    rows_in = "\n".join(f"{8 + 2 * i},{8 + 2 * i},4,8,4,3,3,1,1,1,1" for i in range(12))
+    problems = write(tmp_path, "many.csv", rows_in + "\n")
+    out_json = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ucudnn.bench.cli", "--problems", str(problems), "--workspace", "16KiB",
+         "--host-timing", "model", "--repeat", "1", "--json", str(out_json), "--database",
+         str(tmp_path / "cache.sqlite"), "--progress", "lines"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # progress lines: "[k/36] ..." before problem k's first op
+        if line.startswith("ucudnn-bench: [4/"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, out + err
+    assert "interrupted; reporting and writing the" in err
+    doc = json.loads(out_json.read_text())
+    assert doc["meta"]["partial"] is True
+    assert 3 <= len(doc["rows"]) < 36 and all(r["status"] == "ok" for r in doc["rows"])
+    assert "interrupted after" in out
