@@ -150,6 +150,8 @@ void uc_grec_link_graph(void *desc, void *opgraph);
  * buf, at most cap bytes). Returns the element count, or -1 when the record or the attribute is absent. */
 int uc_grec_type(void *desc, int *opaque, int *finalized);
 int64_t uc_grec_get(void *desc, int name, int *type, void *buf, size_t cap);
+/* The one descriptor an attribute of a record names, or NULL. */
+void *uc_grec_desc(void *desc, int name);
 /* The operation graph a descriptor was linked to (uc_grec_link_graph), or NULL. */
 void *uc_grec_linked_graph(void *desc);
 size_t uc_grec_count(void);
@@ -223,6 +225,10 @@ typedef struct uc_ggraph {
     uc_trial trial;
     int use_split;          /* which of the two runs once no trial is on */
 } uc_ggraph;
+
+/* A finalized plan's graph, resolved from the records (uc_graph_resolve.c); NULL only when memory is short.
+ * why_not says why the shim leaves it alone (NULL: a convolution graph it can split). */
+uc_ggraph *uc_graph_resolve(void *plan);
 
 /* The workspace to report for a plan (deciding the split on first use); -1 when the plan is not the shim's
  * concern (the real value stands). */

@@ -214,6 +214,13 @@ int64_t uc_grec_get(void *desc, int name, int *type, void *buf, size_t cap)
     return count;
 }
 
+void *uc_grec_desc(void *desc, int name)
+{
+    void *out = NULL;
+    int type = -1;
+    return uc_grec_get(desc, name, &type, &out, sizeof out) == 1 && type == UC_AT_BACKEND_DESCRIPTOR ? out : NULL;
+}
+
 void *uc_grec_linked_graph(void *desc)
 {
     pthread_mutex_lock(&lock);
