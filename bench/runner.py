@@ -435,11 +435,12 @@ class Runner:
 
     def _run_ucudnn_graph(self, case: _Case, base: Perf, ceiling: Perf, row: Row) -> None:
         """The graph-API path: plan the fastest engine as a framework would, let the preload library answer its
-        workspace, and time that plan against the undivided baseline like ``_run_ucudnn``.
+        workspace (its own plan within the limit: engines benchmarked at each size, the DP), and time that
+        against the undivided baseline like ``_run_ucudnn``.
 
         The host backend's engines are its legacy algorithms (engine i is algorithm i), so the fastest engine is
-        the ceiling's algorithm. If the shim cannot split it within the limit, it reports the real workspace and
-        a framework under that limit moves on to an engine that fits: the baseline's.
+        the ceiling's algorithm. If the shim cannot take it over within the limit, it reports the real workspace
+        and a framework under that limit moves on to an engine that fits: the baseline's.
         """
         b, op, p, d = self.b, case.op, case.problem, case.d
         b.shim.clear_plans()
@@ -478,24 +479,22 @@ class Runner:
         finally:
             graph.close()
         row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
-        row.predicted_ms = math.nan  # the graph path does not predict (it runs the caller's engine)
+        row.predicted_ms = math.nan  # the graph path does not report its plan's predicted time
         row.plan_workspace_bytes = ws_bytes
         runs = resolved.get("runs")
-        split = resolved.get("split") if runs == "split" else None
-        alternative = resolved.get("alternative") or {}
-        engine = int(alternative.get("engine", -1) if runs == "alternative" else resolved.get("engine", -1))
-        name = algo_name(op, engine) if engine >= 0 else "?"
+        parts = resolved.get("alternative" if runs == "alternative" else "parts") or []
+        if runs == "caller" or not parts:
+            engine = int(resolved.get("engine", -1))
+            parts = [{"batch": p.n, "engine": engine, "count": 1}]
+        row.micro_batches = [
+            {"batch": int(x["batch"]), "algo": int(x["engine"]), "count": int(x["count"]),
+             "algo_name": algo_name(op, int(x["engine"])) if int(x["engine"]) >= 0 else "?"}
+            for x in parts
+        ]  # fmt: skip
         row.verified = after.get("graph_verified", 0) > before.get("graph_verified", 0)
         row.rejected_by_measurement = after.get("graph_rejected_by_measurement", 0) > before.get(
             "graph_rejected_by_measurement", 0
         )
-        if split:
-            sb, rem = int(split["b"]), int(split["rem"])
-            row.micro_batches = [{"batch": sb, "algo": engine, "algo_name": name, "count": p.n // sb}]
-            if rem:
-                row.micro_batches.append({"batch": rem, "algo": engine, "algo_name": name, "count": 1})
-        else:
-            row.micro_batches = [{"batch": p.n, "algo": engine, "algo_name": name, "count": 1}]
         if not resolved.get("convolution"):
             row.reason = f"the shim did not take the graph: {resolved.get('why_not')}"
 

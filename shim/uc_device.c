@@ -120,6 +120,38 @@ int uc_stream_capturing(cudnnHandle_t handle)
     return status != 0;
 }
 
+/* ---- scratch memory for benchmarks (planning time) ---- */
+
+void *uc_scratch_alloc(size_t bytes)
+{
+    if (uc_clock_kind() != UC_CLOCK_CUDA) {
+        /* 256-byte aligned, as cudaMalloc's are: tensors declare byte alignments the library checks. */
+        size_t rounded = (bytes + 255) / 256 * 256;
+        void *p = aligned_alloc(256, rounded ? rounded : 256);
+        if (p)
+            memset(p, 0, rounded ? rounded : 256);
+        return p;
+    }
+    unsigned long long dev = 0;
+    return cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS ? (void *)(uintptr_t)dev : NULL;
+}
+
+void uc_scratch_free(void *p)
+{
+    if (!p)
+        return;
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        free(p);
+    else
+        cu.mem_free((unsigned long long)(uintptr_t)p);
+}
+
+void uc_device_sync(void)
+{
+    if (uc_clock_kind() == UC_CLOCK_CUDA)
+        cu.ctx_sync();
+}
+
 /* ---- clocks ---- */
 
 static double wall_ms(void)

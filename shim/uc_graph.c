@@ -204,21 +204,29 @@ UC_EXPORT size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len)
         else
             uc_sb_printf(&sb, "null");
         pthread_mutex_lock(&g->lock);
-        if (g->decided == 1 && g->split.first)
-            uc_sb_printf(&sb, ",\"split\":{\"b\":%" PRId64 ",\"rem\":%" PRId64 ",\"workspace\":%" PRId64 "}",
-                         g->split.b, g->split.rem, g->split.workspace);
+        const uc_gparts *parts[2] = {&g->main, &g->alt};
+        for (int k = 0; k < 2; k++) {
+            uc_sb_printf(&sb, ",\"%s\":[", k ? "alternative" : "parts");
+            /* runs of equal parts: {"batch", "engine", "count"} */
+            for (int i = 0, first = 1; g->decided == 1 && i < parts[k]->nparts; first = 0) {
+                int j = i;
+                while (j < parts[k]->nparts && parts[k]->size[j] == parts[k]->size[i] &&
+                       parts[k]->engine[j] == parts[k]->engine[i])
+                    j++;
+                uc_sb_printf(&sb, "%s{\"batch\":%" PRId64 ",\"engine\":%" PRId64 ",\"count\":%d}", first ? "" : ",",
+                             parts[k]->size[i], parts[k]->engine[i], j - i);
+                i = j;
+            }
+            uc_sb_printf(&sb, "]");
+        }
+        uc_sb_printf(&sb, ",\"decided\":%d,\"source\":", g->decided);
+        if (g->source)
+            uc_sb_json_string(&sb, g->source);
         else
-            uc_sb_printf(&sb, ",\"split\":null");
-        if (g->decided == 1 && g->alt)
-            uc_sb_printf(&sb, ",\"alternative\":{\"engine\":%" PRId64 ",\"workspace\":%" PRId64 "}",
-                         g->alt_engine, g->alt_workspace);
-        else
-            uc_sb_printf(&sb, ",\"alternative\":null");
-        uc_sb_printf(&sb, ",\"decided\":%d,\"runs\":\"%s\",\"checking\":%s,\"workspace\":%" PRId64
-                     ",\"full_workspace\":%" PRId64, g->decided,
-                     g->decided != 1 ? "caller" : g->use_split ? "split" : "alternative",
-                     g->trial_on ? "true" : "false", g->decided == 1 ? g->workspace : g->full_workspace,
-                     g->full_workspace);
+            uc_sb_printf(&sb, "null");
+        uc_sb_printf(&sb, ",\"runs\":\"%s\",\"checking\":%s,\"workspace\":%" PRId64 ",\"full_workspace\":%" PRId64,
+                     g->decided != 1 ? "caller" : g->use_alt ? "alternative" : "plan", g->trial_on ? "true" : "false",
+                     g->decided == 1 ? g->workspace : g->full_workspace, g->full_workspace);
         pthread_mutex_unlock(&g->lock);
         uc_sb_printf(&sb, "}");
     }

@@ -85,6 +85,7 @@ enum {
     UC_A_KNOB_CHOICE_KNOB_VALUE = 601,
     UC_A_OPERATIONGRAPH_HANDLE = 800,
     UC_A_OPERATIONGRAPH_OPS = 801,
+    UC_A_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT = 802,
     UC_A_TENSOR_BYTE_ALIGNMENT = 900,
     UC_A_TENSOR_DATA_TYPE = 901,
     UC_A_TENSOR_DIMENSIONS = 902,
@@ -188,13 +189,15 @@ typedef struct {
     int64_t pre[UC_G_MAXD], post[UC_G_MAXD], stride[UC_G_MAXD], dil[UC_G_MAXD];
 } gop;
 
-/* Sub-plans at micro-batch size b: `first` runs the first part (the caller's beta), `rest` the later ones
- * (beta = 1 for a weight gradient, which accumulates; the same plan as `first` otherwise), `last` the remainder. */
+/* How the shim runs a plan it took over: parts in order, each `size` samples run by `plan` (sub-plans shared between
+ * parts of the same size, engine and beta; a weight gradient's parts after the first accumulate with beta = 1). */
 typedef struct {
-    int64_t b, rem;      /* parts of b, then one of rem (0: none) */
-    void *first, *rest, *last; /* real plan descriptors */
+    int nparts, nowned;
+    int64_t *size, *engine;
+    void **plan;
+    void **owned;        /* the distinct sub-plans, destroyed with the parts */
     int64_t workspace;   /* the largest of their workspaces */
-} uc_gsplit;
+} uc_gparts;
 
 typedef struct uc_ggraph {
     struct uc_ggraph *next;
@@ -212,30 +215,54 @@ typedef struct uc_ggraph {
     int nknobs, nnodes;
     int64_t knob_type[UC_G_MAX_KNOBS], knob_value[UC_G_MAX_KNOBS];
     uc_gnode *nodes;       /* the graph's descriptors, dependencies first */
-    /* The decision for this plan, under `lock`: 0 not made yet, 1 taken over by the shim (the split and/or the
-     * alternative run), -1 the caller's plan runs unchanged. */
+    /* The decision for this plan, under `lock`: 0 not made yet, 1 taken over by the shim (`main`, and `alt` while
+     * they are timed against each other), -1 the caller's plan runs unchanged. */
     pthread_mutex_t lock;
-    int decided;
+    int decided, deciding;
+    const char *source;     /* who chose `main`: "planner" or "fallback" */
     int64_t full_workspace; /* the caller's plan's workspace, from the real library */
     int64_t workspace;      /* what the plan's workspace query answers once decided == 1 */
-    uc_gsplit split;        /* split.first NULL: no split fits */
-    void *alt;              /* the undivided alternative within the limit (another engine), or NULL */
-    int64_t alt_engine, alt_workspace;
-    int trial_on;           /* split and alt are being timed against each other on real executions */
+    uc_gparts main;         /* the plan: micro-batched, or one part */
+    uc_gparts alt;          /* the undivided choice it is checked against (no parts: none) */
+    int trial_on;           /* main and alt are being timed against each other on real executions */
     uc_trial trial;
-    int use_split;          /* which of the two runs once no trial is on */
+    int use_alt;            /* the check kept the undivided choice */
 } uc_ggraph;
 
 /* A finalized plan's graph, resolved from the records (uc_graph_resolve.c); NULL only when memory is short.
  * why_not says why the shim leaves it alone (NULL: a convolution graph it can split). */
 uc_ggraph *uc_graph_resolve(void *plan);
 
-/* The workspace to report for a plan (deciding the split on first use); -1 when the plan is not the shim's
- * concern (the real value stands). */
+/* The workspace to report for a plan (deciding on first use); -1 when the plan is not the shim's concern (the
+ * real value stands). */
 int64_t uc_gsplit_workspace(uc_ggraph *g);
-/* Run the plan as micro-batches if it was split: 1 and *status when it did, 0 when the caller's call should
- * run unchanged. */
+/* Run the plan as the shim decided: 1 and *status when it did, 0 when the caller's call should run unchanged. */
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
 void uc_gsplit_free(uc_ggraph *g);
+
+/* ---- rebuilding a graph at another batch size (uc_graph_build.c) ---- */
+
+#define UC_G_MAX_CANDIDATES 16
+size_t uc_gb_dtype_bytes(int dtype); /* bytes of an element the shim can offset pointers for, else 0 */
+int uc_gb_split_tensor(const uc_ggraph *g, const gtensor *t);
+int uc_gb_aligned_for(const uc_ggraph *g, int64_t b); /* every part starting at a multiple of b keeps alignment */
+/* A finalized plan of the graph at b run by `engine` (the caller's knobs for the caller's engine), and its
+ * workspace; NULL on failure. The caller owns it (uc_gb_destroy). */
+void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine, int64_t *workspace);
+void uc_gb_destroy(void *plan);
+/* The engines the shim may run at b: the caller's first, then cuDNN's INSTANT heuristics whose numerical notes
+ * add no tensor cores, down-conversion, reduced-precision reduction or non-determinism to the caller's. */
+int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes, int cap);
+int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_GLOBAL_COUNT, -1 unknown */
+int uc_gb_is_wgrad(const uc_ggraph *g);
+int uc_gb_has_beta(const uc_ggraph *g);
+
+/* ---- benchmarking for the planner (uc_graph_bench.c) and asking it (uc_plan.c) ---- */
+
+int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);
+/* The planner's plan for the graph kernel under `limit`: 0 with the micro-batches (batch, algo = engine), 1
+ * nothing fits, -1 no planner or an error. */
+int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
+                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms);
 
 #endif /* UC_GRAPH_H */

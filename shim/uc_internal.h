@@ -105,6 +105,11 @@ size_t uc_device_free_memory(void);
 
 enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
 int uc_clock_kind(void);
+/* Scratch memory for benchmarks at planning time: device memory on a GPU, zeroed host memory on the host
+ * backend; NULL when short. uc_device_sync waits for the device (planning time only). */
+void *uc_scratch_alloc(size_t bytes);
+void uc_scratch_free(void *p);
+void uc_device_sync(void);
 /* 1 when the handle's stream is being captured into a CUDA graph (see uc_device.c). */
 int uc_stream_capturing(cudnnHandle_t handle);
 /* One timed stretch of calls on a handle's stream. */

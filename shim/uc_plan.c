@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "uc_graph.h"
 #include "uc_internal.h"
 
 _Static_assert(sizeof(ucudnn_perf) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf row layout");
@@ -35,7 +36,8 @@ static atomic_int fallback_announced, store_announced;
  * is, so a stale context is always refused. */
 typedef struct bench_ctx {
     struct bench_ctx *next;
-    const uc_call *call;
+    const uc_call *call;         /* a legacy call's kernel, or */
+    const uc_ggraph *graph;      /* a graph-API plan's convolution */
     uintptr_t token;
 } bench_ctx;
 static atomic_uintptr_t next_token = 0x5ec0001;
@@ -59,6 +61,15 @@ UC_EXPORT int ucudnn_benchmark(void *ctx, int batch, ucudnn_perf *out, int capac
     int st = uc_status(UC_ST_BAD_PARAM);
     if (!b) {
         uc_log(UC_LOG_WARNING, "ucudnn_benchmark: bench_ctx is not a request being planned");
+    } else if (b->graph) {
+        ucudnn_perf rows[UC_MAX_ROWS];
+        int n = 0;
+        st = batch >= 1 && batch <= b->graph->n ? uc_gbench(b->graph, batch, rows, UC_MAX_ROWS, &n) : st;
+        if (st == 0) {
+            int m = n < capacity ? n : capacity;
+            memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
+            *count = m;
+        }
     } else if (batch >= 1 && batch <= b->call->k->x.dims[0]) {
         const uc_call *c = b->call;
         cudnnTensorDescriptor_t x = NULL, y = NULL;
@@ -92,7 +103,9 @@ UC_EXPORT int ucudnn_measure_call_cost(void *ctx, double *ms)
     bench_ctx *b = live;
     while (b && b->token != (uintptr_t)ctx)
         b = b->next;
-    int st = b ? uc_probe_call_cost(b->call->handle, ms) : uc_status(UC_ST_BAD_PARAM);
+    int st = !b        ? uc_status(UC_ST_BAD_PARAM)
+             : b->graph ? uc_probe_call_cost((cudnnHandle_t)b->graph->handle, ms)
+                        : uc_probe_call_cost(b->call->handle, ms);
     pthread_mutex_unlock(&bench_lock);
     if (!b)
         uc_log(UC_LOG_WARNING, "ucudnn_measure_call_cost: bench_ctx is not a request being planned");
@@ -370,7 +383,7 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     uc_kernel_text(k, key, key_len + 1);
     char backend[PATH_MAX + 300];
     uc_backend_id(backend, sizeof backend);
-    bench_ctx ctx = {NULL, c, atomic_fetch_add(&next_token, 2)};
+    bench_ctx ctx = {NULL, c, NULL, atomic_fetch_add(&next_token, 2)};
     ucudnn_plan_request req = {UCUDNN_ABI_VERSION, k->op, key, backend, n, limit, uc_cfg_policy_name(policy),
                                det, uc_algo_count(k->op), (void *)ctx.token};
     ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0, 0};
@@ -482,4 +495,45 @@ uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int
     uc_plan *cached = uc_cache_put(&key, p, view);
     uc_plan_release(p);
     return cached;
+}
+
+/* ---- graph-API kernels (uc_graph_split.c) ---- */
+
+int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
+                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms)
+{
+    int transient = 0;
+    ucudnn_planner_fn planner = uc_get_planner(&transient);
+    if (!planner || !g->key || g->n > INT_MAX || cap < 1)
+        return -1;
+    char backend[PATH_MAX + 300];
+    uc_backend_id(backend, sizeof backend);
+    bench_ctx ctx = {NULL, NULL, g, atomic_fetch_add(&next_token, 2)};
+    ucudnn_plan_request req = {UCUDNN_ABI_VERSION, op, g->key, backend, (int)g->n, limit,
+                               uc_cfg_policy_name(policy), det, algo_count, (void *)ctx.token};
+    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
+    pthread_mutex_lock(&bench_lock);
+    ctx.next = live;
+    live = &ctx;
+    pthread_mutex_unlock(&bench_lock);
+    UC_COUNT(planner_calls, 1);
+    uc_guard++;
+    int rc = planner(&req, &rep);
+    uc_guard--;
+    pthread_mutex_lock(&bench_lock);
+    bench_ctx **pp = &live;
+    while (*pp && *pp != &ctx)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = ctx.next;
+    pthread_mutex_unlock(&bench_lock);
+    if (rc == 1)
+        return 1;
+    if (rc != 0 || rep.count < 1 || rep.count > cap) {
+        UC_COUNT(planner_errors, 1);
+        return -1;
+    }
+    *count = rep.count;
+    *time_ms = rep.time_ms;
+    return 0;
 }

@@ -25,9 +25,10 @@ int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTenso
 
 /*
  * The graph the shim resolved for a finalized execution plan (uc_graph.c), as JSON: {"convolution": bool,
- * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key", "split": {"b", "rem", "workspace"}
- * or null, "alternative": {"engine", "workspace"} or null, "decided" (0 not yet, 1 the shim's, -1 the caller's
- * plan), "runs" ("caller", "split" or "alternative"), "checking" (the two still timed against each other),
+ * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key", "parts" and "alternative" (the plan
+ * the shim runs and the undivided choice it is checked against, as runs of {"batch", "engine", "count"}; empty
+ * lists when none), "decided" (0 not yet, 1 the shim's, -1 the caller's plan), "source" ("planner", "fallback" or
+ * null), "runs" ("caller", "plan" or "alternative"), "checking" (the two still timed against each other),
  * "workspace" (the answer to the plan's workspace query), "full_workspace"}; "{}" for a plan it does not know.
  * Returns the length needed.
  */

@@ -5,7 +5,8 @@ library, the shim's counters (report.json).
 
 Usage: graph_host.py HOST_LIBCUDNN SPEC_JSON OUT_DIR, SPEC_JSON keys: op (0 fwd, 1 dgrad, 2 wgrad), n, c, k,
 size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)), repeat (executions of the plan;
-model_ms is the last one's, on the host backend's model clock).
+model_ms is the last one's, on the host backend's model clock), no_planner (register a planner that always fails,
+so the shim's fallback decides, as in a C host without its embedded planner).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from ucudnn import testing as T
 def main() -> int:
     spec = json.loads(sys.argv[2])
     out = Path(sys.argv[3])
+    if spec.get("no_planner") and os.environ.get("LD_PRELOAD"):
+        # A planner that always fails: the shim's fallback (a C host without its embedded planner) decides.
+        planner_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+        failing = planner_type(lambda request, reply: 2)
+        ctypes.CDLL(None).ucudnn_set_planner(failing)
+        globals()["_keep_alive"] = failing
     driver = G.Driver(Path(sys.argv[1]))
     n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
     rng = np.random.default_rng(spec.get("seed", 0))
