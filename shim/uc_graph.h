@@ -254,6 +254,8 @@ void uc_gb_destroy(void *plan);
  * add no tensor cores, down-conversion, reduced-precision reduction or non-determinism to the caller's. */
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes, int cap);
 int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_GLOBAL_COUNT, -1 unknown */
+/* A finalized variant pack of these uids, pointers and workspace (the caller destroys it): 0 or a status. */
+int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);
 int uc_gb_has_beta(const uc_ggraph *g);
 

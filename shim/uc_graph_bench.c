@@ -45,15 +45,7 @@ static int time_plan(const uc_ggraph *g, void *plan, int npack, const int64_t *u
     const uc_real_table *r = uc_real();
     cudnnHandle_t handle = (cudnnHandle_t)g->handle;
     void *vp = NULL;
-    int st = r->cudnnBackendCreateDescriptor(UC_BK_VARIANT_PACK, &vp);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_UNIQUE_IDS, UC_AT_INT64, npack, uids);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_DATA_POINTERS, UC_AT_VOID_PTR, npack, ptrs);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_WORKSPACE, UC_AT_VOID_PTR, 1, &ws);
-    if (st == 0)
-        st = r->cudnnBackendFinalize(vp);
+    int st = uc_gb_variant_pack(npack, uids, ptrs, ws, &vp);
     if (st == 0)
         st = r->cudnnBackendExecute(handle, plan, vp); /* warm-up */
     uc_device_sync();

@@ -316,3 +316,24 @@ int64_t uc_gb_engine_count(const uc_ggraph *g)
     uc_guard--;
     return count;
 }
+
+int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out)
+{
+    const uc_real_table *r = uc_real();
+    void *vp = NULL;
+    int st = r->cudnnBackendCreateDescriptor(UC_BK_VARIANT_PACK, &vp);
+    if (st == 0)
+        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_UNIQUE_IDS, UC_AT_INT64, npack, uids);
+    if (st == 0)
+        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_DATA_POINTERS, UC_AT_VOID_PTR, npack, ptrs);
+    if (st == 0)
+        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_WORKSPACE, UC_AT_VOID_PTR, 1, &ws);
+    if (st == 0)
+        st = r->cudnnBackendFinalize(vp);
+    if (st != 0 && vp) {
+        r->cudnnBackendDestroyDescriptor(vp);
+        vp = NULL;
+    }
+    *out = vp;
+    return st;
+}

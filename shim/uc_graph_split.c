@@ -281,15 +281,7 @@ static cudnnStatus_t run_part(cudnnHandle_t handle, void *plan, int64_t n0, int 
     for (int i = 0; i < npack; i++)
         moved[i] = ptrs[i] ? (char *)ptrs[i] + n0 * step[i] : NULL;
     void *vp = NULL;
-    cudnnStatus_t st = r->cudnnBackendCreateDescriptor(UC_BK_VARIANT_PACK, &vp);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_UNIQUE_IDS, UC_AT_INT64, npack, uids);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_DATA_POINTERS, UC_AT_VOID_PTR, npack, moved);
-    if (st == 0)
-        st = r->cudnnBackendSetAttribute(vp, UC_A_VARIANT_PACK_WORKSPACE, UC_AT_VOID_PTR, 1, &ws);
-    if (st == 0)
-        st = r->cudnnBackendFinalize(vp);
+    cudnnStatus_t st = uc_gb_variant_pack(npack, uids, moved, ws, &vp);
     if (st == 0)
         st = r->cudnnBackendExecute(handle, plan, vp);
     if (vp)

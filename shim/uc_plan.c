@@ -112,6 +112,27 @@ UC_EXPORT int ucudnn_measure_call_cost(void *ctx, double *ms)
     return st;
 }
 
+/* Call the planner with `ctx` live (ucudnn_benchmark accepts its token only meanwhile). */
+static int ask(ucudnn_planner_fn planner, bench_ctx *ctx, const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
+{
+    pthread_mutex_lock(&bench_lock);
+    ctx->next = live;
+    live = ctx;
+    pthread_mutex_unlock(&bench_lock);
+    UC_COUNT(planner_calls, 1);
+    uc_guard++;
+    int rc = planner(req, rep);
+    uc_guard--;
+    pthread_mutex_lock(&bench_lock);
+    bench_ctx **pp = &live;
+    while (*pp && *pp != ctx)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = ctx->next;
+    pthread_mutex_unlock(&bench_lock);
+    return rc;
+}
+
 /* ---- the built-in fallback: one undivided micro-batch ---- */
 
 static int fallback_plan(const uc_call *c, const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
@@ -397,21 +418,7 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
         return NULL;
     }
     if (planner) {
-        pthread_mutex_lock(&bench_lock);
-        ctx.next = live;
-        live = &ctx;
-        pthread_mutex_unlock(&bench_lock);
-        UC_COUNT(planner_calls, 1);
-        uc_guard++;
-        rc = planner(&req, &rep);
-        uc_guard--;
-        pthread_mutex_lock(&bench_lock);
-        bench_ctx **pp = &live;
-        while (*pp && *pp != &ctx)
-            pp = &(*pp)->next;
-        if (*pp)
-            *pp = ctx.next;
-        pthread_mutex_unlock(&bench_lock);
+        rc = ask(planner, &ctx, &req, &rep);
     } else if (!(p = stored_plan(c, &req, &rep, policy))) {
         if (!atomic_exchange(&fallback_announced, 1))
             uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
@@ -512,21 +519,7 @@ int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int 
     ucudnn_plan_request req = {UCUDNN_ABI_VERSION, op, g->key, backend, (int)g->n, limit,
                                uc_cfg_policy_name(policy), det, algo_count, (void *)ctx.token};
     ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
-    pthread_mutex_lock(&bench_lock);
-    ctx.next = live;
-    live = &ctx;
-    pthread_mutex_unlock(&bench_lock);
-    UC_COUNT(planner_calls, 1);
-    uc_guard++;
-    int rc = planner(&req, &rep);
-    uc_guard--;
-    pthread_mutex_lock(&bench_lock);
-    bench_ctx **pp = &live;
-    while (*pp && *pp != &ctx)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = ctx.next;
-    pthread_mutex_unlock(&bench_lock);
+    int rc = ask(planner, &ctx, &req, &rep);
     if (rc == 1)
         return 1;
     if (rc != 0 || rep.count < 1 || rep.count > cap) {
