@@ -227,6 +227,8 @@ typedef struct uc_ggraph {
     int trial_on;           /* main and alt are being timed against each other on real executions */
     uc_trial trial;
     int use_alt;            /* the check kept the undivided choice */
+    size_t limit;           /* what the plan was made under (for the verdict the check reports) */
+    int policy;
 } uc_ggraph;
 
 /* A finalized plan's graph, resolved from the records (uc_graph_resolve.c); NULL only when memory is short.
@@ -265,6 +267,10 @@ int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *cou
 /* The planner's plan for the graph kernel under `limit`: 0 with the micro-batches (batch, algo = engine), 1
  * nothing fits, -1 no planner or an error. */
 int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
-                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms);
+                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms, int *verified);
+/* Report the outcome of a check to the planner's recorder (stored in the SQLite cache: later runs skip it). */
+void uc_record_graph_verdict(const uc_ggraph *g, int op, size_t limit, int policy, int det, int kept,
+                             const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, double plan_ms,
+                             double undivided_ms, int samples);
 
 #endif /* UC_GRAPH_H */

@@ -117,7 +117,7 @@ static int op_code(const uc_ggraph *g)
 }
 
 /* The planner's plan for `policy` as parts: 0, 1 nothing fits, -1 no planner, an error or an unusable reply. */
-static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out)
+static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out, int *verified)
 {
     int64_t count = uc_gb_engine_count(g);
     if (count < 1 || count > INT_MAX)
@@ -128,7 +128,7 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out)
     float time_ms = 0;
     if (mbs && size && engine)
         rc = uc_plan_graph(g, op_code(g), (int)count, limit, policy, !(g->notes & (1 << 4)), mbs, (int)g->n, &n,
-                           &time_ms);
+                           &time_ms, verified);
     for (int i = 0; rc == 0 && i < n; i++) {
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;
@@ -197,7 +197,8 @@ static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *ma
 
 /* Decide for the plan, g->lock not held: g->deciding keeps other threads off (their calls run the caller's
  * plan meanwhile, which is correct: nothing was reported to them yet). */
-static void decide(uc_ggraph *g, uc_gparts *main, uc_gparts *alt, const char **source, int64_t *full_out)
+static void decide(uc_ggraph *g, uc_gparts *main, uc_gparts *alt, const char **source, int64_t *full_out,
+                   int *verified)
 {
     const uc_real_table *r = uc_real();
     size_t limit = uc_cfg_exec_cap();
@@ -213,10 +214,12 @@ static void decide(uc_ggraph *g, uc_gparts *main, uc_gparts *alt, const char **s
     *full_out = full;
     if ((uint64_t)full <= limit)
         return;
-    int rc = planned(g, limit, policy, main);
+    int rc = planned(g, limit, policy, main, verified), alt_verified = 0;
     if (rc == 0) {
         *source = "planner";
-        if (main->nparts > 1 && planned(g, limit, uc_cfg_policy_undivided(), alt) != 0)
+        /* A plan the planner says already won a check (a verdict in the cache) is not checked again. */
+        if (main->nparts > 1 && !*verified &&
+            planned(g, limit, uc_cfg_policy_undivided(), alt, &alt_verified) != 0)
             memset(alt, 0, sizeof *alt);
     } else if (rc < 0) {
         *source = "fallback";
@@ -244,7 +247,8 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         uc_gparts main = {0}, alt = {0};
         const char *source = NULL;
         int64_t full = -1;
-        decide(g, &main, &alt, &source, &full);
+        int verified = 0;
+        decide(g, &main, &alt, &source, &full, &verified);
         pthread_mutex_lock(&g->lock);
         g->full_workspace = full;
         g->source = source;
@@ -252,7 +256,9 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->alt = alt;
         g->decided = main.nparts ? 1 : -1;
         g->workspace = main.workspace > alt.workspace ? main.workspace : alt.workspace;
-        g->trial_on = main.nparts > 1 && alt.nparts && uc_trial_init(&g->trial) == 0;
+        g->limit = uc_cfg_exec_cap();
+        g->policy = uc_cfg_policy();
+        g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
         g->deciding = 0;
         pthread_mutex_unlock(&g->lock);
         if (main.nparts > 1)
@@ -289,8 +295,14 @@ static cudnnStatus_t run_part(cudnnHandle_t handle, void *plan, int64_t n0, int 
     return st;
 }
 
-/* Which plan runs this execution (*use_alt), and the trial slot it fills (-1: untimed). Under g->lock. */
-static int choose(uc_ggraph *g, int *use_alt)
+typedef struct {
+    int done, kept, samples;
+    double main_ms, alt_ms;
+} verdict;
+
+/* Which plan runs this execution (*use_alt), and the trial slot it fills (-1: untimed); *v the check's outcome
+ * when it ended at this call. Under g->lock. */
+static int choose(uc_ggraph *g, int *use_alt, verdict *v)
 {
     int slot = -1;
     if (g->trial_on) {
@@ -299,6 +311,7 @@ static int choose(uc_ggraph *g, int *use_alt)
         double main_ms, alt_ms;
         int samples, kept;
         if (slot < 0 && uc_trial_verdict(&g->trial, &main_ms, &alt_ms, &samples, &kept)) {
+            *v = (verdict){1, kept, samples, main_ms, alt_ms};
             g->trial_on = 0;
             g->use_alt = !kept;
             UC_COUNT(graph_verified, 1);
@@ -315,17 +328,36 @@ static int choose(uc_ggraph *g, int *use_alt)
     return -1;
 }
 
+/* The check's outcome, to the planner's recorder (parts and the undivided choice as micro-batches). */
+static void record(const uc_ggraph *g, const verdict *v)
+{
+    ucudnn_micro_batch *mbs = calloc((size_t)g->main.nparts, sizeof *mbs);
+    if (!mbs || !g->alt.nparts) {
+        free(mbs);
+        return;
+    }
+    for (int i = 0; i < g->main.nparts; i++)
+        mbs[i] = (ucudnn_micro_batch){(int)g->main.size[i], (int)g->main.engine[i], 0};
+    ucudnn_micro_batch undivided = {(int)g->alt.size[0], (int)g->alt.engine[0], 0};
+    uc_record_graph_verdict(g, op_code(g), g->limit, g->policy, !(g->notes & (1 << 4)), v->kept, mbs,
+                            g->main.nparts, undivided, v->main_ms, v->alt_ms, v->samples);
+    free(mbs);
+}
+
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
 {
     int capturing = uc_stream_capturing(handle);
     pthread_mutex_lock(&g->lock);
     int mine = g->decided == 1, use_alt = g->use_alt;
     /* During a CUDA-graph capture the check waits (no events recorded or queried); the current choice runs. */
-    int slot = mine && !capturing ? choose(g, &use_alt) : -1;
+    verdict v = {0};
+    int slot = mine && !capturing ? choose(g, &use_alt, &v) : -1;
     const uc_gparts *run = use_alt ? &g->alt : &g->main; /* immutable once decided */
     pthread_mutex_unlock(&g->lock);
     if (!mine)
         return 0;
+    if (v.done && g->source && strcmp(g->source, "planner") == 0)
+        record(g, &v);
     /* The caller allocated the workspace the shim reported: from here on the caller's plan cannot run. */
     int64_t uids[UC_G_MAX_TENSORS], step[UC_G_MAX_TENSORS];
     void *ptrs[UC_G_MAX_TENSORS], *ws = NULL;

@@ -507,7 +507,7 @@ uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int
 /* ---- graph-API kernels (uc_graph_split.c) ---- */
 
 int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
-                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms)
+                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms, int *verified)
 {
     int transient = 0;
     ucudnn_planner_fn planner = uc_get_planner(&transient);
@@ -528,5 +528,22 @@ int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int 
     }
     *count = rep.count;
     *time_ms = rep.time_ms;
+    *verified = rep.verified;
     return 0;
+}
+
+void uc_record_graph_verdict(const uc_ggraph *g, int op, size_t limit, int policy, int det, int kept,
+                             const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, double plan_ms,
+                             double undivided_ms, int samples)
+{
+    ucudnn_recorder_fn rec = uc_get_recorder();
+    if (!rec || !g->key || g->n > INT_MAX)
+        return;
+    char backend[PATH_MAX + 300];
+    uc_backend_id(backend, sizeof backend);
+    ucudnn_verdict out = {UCUDNN_ABI_VERSION, op, g->key, backend, (int)g->n, limit, uc_cfg_policy_name(policy), det,
+                          kept, count, plan, undivided, plan_ms, undivided_ms, samples};
+    uc_guard++;
+    rec(&out);
+    uc_guard--;
 }

@@ -220,3 +220,26 @@ def test_the_planner_splits_when_only_a_split_fits_deterministically(
     stats = rep["stats"]
     assert stats["graph_split_plans"] == 1 and stats["graph_micro_batches"] >= 2 * spec["repeat"], stats
     assert 0 < rep["workspace"] <= 300 * 1024
+
+
+def test_the_check_of_a_planned_split_is_stored_and_not_repeated(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """fwd at 4 MiB: the planner divides (2 x 8 of a Winograd engine, model clock) and the shim times that against
+    the planner's undivided choice on the first executions; the verdict goes to the SQLite cache, and a second
+    process takes the checked plan without checking it again."""
+    import sqlite3
+
+    spec = {**BIG, "op": FWD, "repeat": 9}
+    expected, _ = run(host_lib, preload_lib, tmp_path, spec, None)
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "4MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
+    got, first = run(host_lib, preload_lib, tmp_path, spec, env)
+    close(got, expected)
+    assert first["stats"]["graph_verified"] == 1 and first["stats"]["graph_split_plans"] == 1, first["stats"]
+    with sqlite3.connect(tmp_path / "cache.sqlite") as con:
+        verdicts = con.execute("SELECT COUNT(*) FROM verdicts WHERE key LIKE 'graph;%'").fetchone()[0]
+    assert verdicts == 1
+    got2, second = run(host_lib, preload_lib, tmp_path, spec, env)
+    close(got2, expected)
+    assert second["stats"]["graph_verified"] == 0, second["stats"]
+    assert second["workspace"] == first["workspace"] and second["model_ms"] == pytest.approx(first["model_ms"])
