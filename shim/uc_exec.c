@@ -190,17 +190,10 @@ static void settle(const uc_call *c, const uc_ckey *key, uc_verify *v)
     uc_log(UC_LOG_INFO, "%s at N=%d, workspace %zu: %d micro-batches measured %.4g ms, undivided algo %d %.4g ms "
                         "(median of %d): %s", uc_op_name(c->k->op), d.plan->n, d.workspace, d.plan->count,
            d.plan_ms, d.base->mb[0].algo, d.base_ms, d.samples, d.kept ? "kept" : "replaced by the undivided choice");
-    ucudnn_recorder_fn rec = uc_get_recorder();
-    if (!rec || !d.plan->key_text)
-        return;
-    char backend[PATH_MAX + 300];
-    uc_backend_id(backend, sizeof backend);
-    ucudnn_verdict out = {UCUDNN_ABI_VERSION, c->k->op, d.plan->key_text, backend, d.plan->n, d.workspace,
+    ucudnn_verdict out = {UCUDNN_ABI_VERSION, c->k->op, d.plan->key_text, NULL, d.plan->n, d.workspace,
                           uc_cfg_policy_name(d.plan->policy), d.det, d.kept, d.plan->count, d.plan->mb,
                           d.base->mb[0], d.plan_ms, d.base_ms, d.samples};
-    uc_guard++;
-    rec(&out);
-    uc_guard--;
+    uc_record_verdict(&out);
 }
 
 static cudnnStatus_t execute(const exec_args *a, const char *why)

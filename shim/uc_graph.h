@@ -268,9 +268,6 @@ int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *cou
  * nothing fits, -1 no planner or an error. */
 int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
                   ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms, int *verified);
-/* Report the outcome of a check to the planner's recorder (stored in the SQLite cache: later runs skip it). */
-void uc_record_graph_verdict(const uc_ggraph *g, int op, size_t limit, int policy, int det, int kept,
-                             const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, double plan_ms,
-                             double undivided_ms, int samples);
+
 
 #endif /* UC_GRAPH_H */

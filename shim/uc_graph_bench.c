@@ -32,12 +32,6 @@ static size_t extent(const uc_ggraph *g, const gtensor *t, int64_t b)
     return esz ? (size_t)elems * esz : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Time one plan on the scratch variant pack: 0 and the median ms, or a status. */
 static int time_plan(const uc_ggraph *g, void *plan, int npack, const int64_t *uids, void *const *ptrs, void *ws,
                      double *ms)
@@ -66,8 +60,7 @@ static int time_plan(const uc_ggraph *g, void *plan, int npack, const int64_t *u
     if (vp)
         r->cudnnBackendDestroyDescriptor(vp);
     if (st == 0) {
-        qsort(t, UC_GBENCH_RUNS, sizeof t[0], cmp_double);
-        *ms = t[UC_GBENCH_RUNS / 2];
+        *ms = uc_median(t, UC_GBENCH_RUNS);
     }
     return st;
 }

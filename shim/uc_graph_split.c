@@ -197,12 +197,10 @@ static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *ma
 
 /* Decide for the plan, g->lock not held: g->deciding keeps other threads off (their calls run the caller's
  * plan meanwhile, which is correct: nothing was reported to them yet). */
-static void decide(uc_ggraph *g, uc_gparts *main, uc_gparts *alt, const char **source, int64_t *full_out,
-                   int *verified)
+static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt, const char **source,
+                   int64_t *full_out, int *verified)
 {
     const uc_real_table *r = uc_real();
-    size_t limit = uc_cfg_exec_cap();
-    int policy = uc_cfg_policy();
     if (limit == UC_UNLIMITED || g->n < 2 || !g->nodes || !g->handle)
         return;
     int64_t count = 0, full = -1;
@@ -247,8 +245,9 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         uc_gparts main = {0}, alt = {0};
         const char *source = NULL;
         int64_t full = -1;
-        int verified = 0;
-        decide(g, &main, &alt, &source, &full, &verified);
+        int verified = 0, policy = uc_cfg_policy();
+        size_t limit = uc_cfg_exec_cap();
+        decide(g, limit, policy, &main, &alt, &source, &full, &verified);
         pthread_mutex_lock(&g->lock);
         g->full_workspace = full;
         g->source = source;
@@ -256,8 +255,8 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->alt = alt;
         g->decided = main.nparts ? 1 : -1;
         g->workspace = main.workspace > alt.workspace ? main.workspace : alt.workspace;
-        g->limit = uc_cfg_exec_cap();
-        g->policy = uc_cfg_policy();
+        g->limit = limit;
+        g->policy = policy;
         g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
         g->deciding = 0;
         pthread_mutex_unlock(&g->lock);
@@ -339,8 +338,10 @@ static void record(const uc_ggraph *g, const verdict *v)
     for (int i = 0; i < g->main.nparts; i++)
         mbs[i] = (ucudnn_micro_batch){(int)g->main.size[i], (int)g->main.engine[i], 0};
     ucudnn_micro_batch undivided = {(int)g->alt.size[0], (int)g->alt.engine[0], 0};
-    uc_record_graph_verdict(g, op_code(g), g->limit, g->policy, !(g->notes & (1 << 4)), v->kept, mbs,
-                            g->main.nparts, undivided, v->main_ms, v->alt_ms, v->samples);
+    ucudnn_verdict out = {UCUDNN_ABI_VERSION, op_code(g), g->key, NULL, (int)g->n, g->limit,
+                          uc_cfg_policy_name(g->policy), !(g->notes & (1 << 4)), v->kept, g->main.nparts, mbs,
+                          undivided, v->main_ms, v->alt_ms, v->samples};
+    uc_record_verdict(&out);
     free(mbs);
 }
 

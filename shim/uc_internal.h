@@ -267,6 +267,11 @@ typedef struct {
 } uc_trial;
 /* 0, or -1 when checks are off (UCUDNN_VERIFY_SAMPLES=0). */
 int uc_trial_init(uc_trial *t);
+/* Report the outcome of a check (backend_id filled here) to the planner's recorder, which stores it in the
+ * SQLite cache so later runs skip the check (uc_plan.c). */
+void uc_record_verdict(ucudnn_verdict *v);
+/* The median of n >= 1 values (sorts xs in place). */
+double uc_median(double *xs, int n);
 void uc_trial_drop(uc_trial *t);
 /* The slot this execution fills (>= 0: time it, then uc_trial_end) and its side (*side_b), or -1: untimed. */
 int uc_trial_begin(uc_trial *t, int *side_b);

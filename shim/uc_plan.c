@@ -532,18 +532,16 @@ int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int 
     return 0;
 }
 
-void uc_record_graph_verdict(const uc_ggraph *g, int op, size_t limit, int policy, int det, int kept,
-                             const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, double plan_ms,
-                             double undivided_ms, int samples)
+void uc_record_verdict(ucudnn_verdict *v)
 {
     ucudnn_recorder_fn rec = uc_get_recorder();
-    if (!rec || !g->key || g->n > INT_MAX)
+    if (!rec || !v->key)
         return;
     char backend[PATH_MAX + 300];
     uc_backend_id(backend, sizeof backend);
-    ucudnn_verdict out = {UCUDNN_ABI_VERSION, op, g->key, backend, (int)g->n, limit, uc_cfg_policy_name(policy), det,
-                          kept, count, plan, undivided, plan_ms, undivided_ms, samples};
+    v->backend_id = backend;
     uc_guard++;
-    rec(&out);
+    rec(v);
     uc_guard--;
+    v->backend_id = NULL;
 }

@@ -92,7 +92,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *xs, int n)
+double uc_median(double *xs, int n)
 {
     qsort(xs, (size_t)n, sizeof *xs, cmp_double);
     return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
@@ -115,8 +115,8 @@ int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int 
         else
             ta[na++] = x;
     }
-    *a_ms = median(ta, na);
-    *b_ms = median(tb, nb);
+    *a_ms = uc_median(ta, na);
+    *b_ms = uc_median(tb, nb);
     *samples = na;
     /* NaN-safe: anything but a clear win keeps the undivided choice. */
     *kept = *a_ms < *b_ms * (1.0 - uc_cfg_verify_margin());
