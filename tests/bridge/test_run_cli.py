@@ -56,7 +56,6 @@ def test_environment_of_the_command(fake_build: FakeBuild, tmp_path: Path) -> No
     env = json.loads(proc.stdout)
     assert env == {
         "LD_PRELOAD": f"{fake_build.shim} libfirst.so libsecond.so",
-        "TORCH_CUDNN_V8_API_DISABLED": "1",
         "UCUDNN_BATCH_SIZE_POLICY": "all",
         "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "8MiB",
         "UCUDNN_DATABASE": str(tmp_path / "rel" / "cache.sqlite"),
@@ -73,6 +72,11 @@ def test_torch_api_graph_leaves_pytorch_on_its_default_path(fake_build: FakeBuil
     assert graph.returncode == 0 and legacy.returncode == 0, graph.stderr + legacy.stderr
     assert "TORCH_CUDNN_V8_API_DISABLED" not in json.loads(graph.stdout)
     assert json.loads(legacy.stdout)["TORCH_CUDNN_V8_API_DISABLED"] == "1"
+    # By default PyTorch stays on its default path (graph), and a user's own choice of the legacy one stands.
+    default = ucudnn_run(fake_build.shim, *args)
+    own = ucudnn_run(fake_build.shim, *args, env=inherited)
+    assert "TORCH_CUDNN_V8_API_DISABLED" not in json.loads(default.stdout)
+    assert json.loads(own.stdout)["TORCH_CUDNN_V8_API_DISABLED"] == "1"
     bad = ucudnn_run(fake_build.shim, "--torch-api", "v8", *args)
     assert bad.returncode == 2 and "--torch-api" in bad.stderr
 

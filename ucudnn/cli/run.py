@@ -1,10 +1,10 @@
 """``ucudnn run [options] -- CMD ...``: run an unmodified program with the preload library.
 
 The command replaces this process (exec), so its exit status, signals and terminal are the program's own. Its
-environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries, ``TORCH_CUDNN_V8_API_DISABLED=1``
-(PyTorch's legacy cuDNN convolution path, the one the shim plans fully; ``--torch-api graph`` leaves PyTorch on
-its default graph-API path and removes the variable) and the ``UCUDNN_*`` variables the options set. Exit
-status 2: a bad option or no built shim; 127: the command was not found.
+environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries and the ``UCUDNN_*`` variables
+the options set. PyTorch stays on its default cuDNN path, the graph API (``--torch-api graph`` also removes an
+inherited ``TORCH_CUDNN_V8_API_DISABLED``); ``--torch-api legacy`` sets ``TORCH_CUDNN_V8_API_DISABLED=1`` for its
+legacy convolution path. Exit status 2: a bad option or no built shim; 127: the command was not found.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--torch-api",
         choices=("legacy", "graph"),
-        default="legacy",
-        help="PyTorch's cuDNN path: legacy (the default; sets TORCH_CUDNN_V8_API_DISABLED=1, the path ucudnn plans "
-        "fully) or graph (PyTorch's own default, the cuDNN graph API: split under an explicit --workspace only)",
+        default=None,
+        help="PyTorch's cuDNN path: graph (the cuDNN graph API, PyTorch's own default; also removes an inherited "
+        "TORCH_CUDNN_V8_API_DISABLED) or legacy (sets TORCH_CUDNN_V8_API_DISABLED=1: the legacy convolution API, "
+        "where the framework's workspace queries are planned too). Default: the environment's choice, else graph",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
     p.set_defaults(func=run)
@@ -67,9 +68,10 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
     # LD_PRELOAD takes spaces or colons; keep the user's entries, after ours, without repeating ours.
     existing = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e and e != shim]
     env["LD_PRELOAD"] = " ".join([shim, *existing])
-    if getattr(args, "torch_api", "legacy") == "legacy":
+    torch_api = getattr(args, "torch_api", None)
+    if torch_api == "legacy":
         env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
-    else:
+    elif torch_api == "graph":
         env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
     for dest, name in _OPTION_VARS:
         value = getattr(args, dest, None)
