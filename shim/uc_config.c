@@ -28,18 +28,13 @@ static atomic_int env_bad;
 /* Read by uc_log before (and while) the table is parsed, so it starts at the documented default. */
 static atomic_int log_level = UC_LOG_WARNING;
 
-void uc_log(int level, const char *fmt, ...)
+static void vlog(int level, const char *tag, const char *fmt, va_list ap)
 {
     if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
         return;
     char line[1024];
-    /* The format of ucudnn.log: "ucudnn: warning: ...", info untagged. */
-    static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
-    int off = snprintf(line, sizeof line, "ucudnn: %s", level >= 0 && level <= UC_LOG_DEBUG ? tags[level] : "");
-    va_list ap;
-    va_start(ap, fmt);
+    int off = snprintf(line, sizeof line, "ucudnn: %s", tag);
     int n = vsnprintf(line + off, sizeof line - (size_t)off - 1, fmt, ap);
-    va_end(ap);
     size_t len = (size_t)off + (n < 0 ? 0 : (size_t)n);
     if (len > sizeof line - 2)
         len = sizeof line - 2;
@@ -47,6 +42,24 @@ void uc_log(int level, const char *fmt, ...)
     /* One write per message, so lines from several threads or processes do not interleave. */
     ssize_t rc = write(2, line, len);
     (void)rc;
+}
+
+void uc_log(int level, const char *fmt, ...)
+{
+    /* The format of ucudnn.log: "ucudnn: warning: ...", info untagged. */
+    static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, level >= 0 && level <= UC_LOG_DEBUG ? tags[level] : "", fmt, ap);
+    va_end(ap);
+}
+
+void uc_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(UC_LOG_WARNING, "", fmt, ap);
+    va_end(ap);
 }
 
 static int parse_size(const char *text, unsigned long long *out)
@@ -313,6 +326,11 @@ double uc_cfg_verify_margin(void)
 size_t uc_cfg_host_device_memory(void)
 {
     return (size_t)num_of(UC_VAR_UCUDNN_HOST_DEVICE_MEMORY);
+}
+
+size_t uc_cfg_run_pid(void)
+{
+    return (size_t)num_of(UC_VAR_UCUDNN_RUN_PID);
 }
 
 size_t uc_cfg_total_workspace(void)

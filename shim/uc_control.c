@@ -5,6 +5,7 @@
  * libraries), the per-thread guard (the shim's own calls into the real library or the planner are never
  * intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,11 @@ static char *stats_text(void)
     FIELD(graph_micro_batches);
     FIELD(graph_verified);
     FIELD(graph_rejected_by_measurement);
+    FIELD(divided_calls);
+    FIELD(peak_workspace);
+    uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",
+                 (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
+                 (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6);
 #undef FIELD
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)
@@ -216,40 +222,101 @@ UC_EXPORT size_t ucudnn_last_plan_json(char *buf, size_t len)
     return copy_out(p && p->json ? p->json : "{}", buf, len);
 }
 
-/*
- * UCUDNN_STATS_FILE at exit. Only a process that made hooked calls writes it (a child that inherited
- * LD_PRELOAD and never touched cuDNN must not overwrite its parent's file); "%p" in the path is the pid. The
- * file is written beside and renamed into place, so a reader never sees half of it.
- */
-__attribute__((destructor)) static void write_stats_file(void)
+/* "%p" in a UCUDNN_STATS_FILE pattern is the pid. */
+static void stats_path(const char *pattern, char *path, size_t len)
 {
-    if (!atomic_load(&uc_stat.calls) && !atomic_load(&uc_stat.queries))
-        return;
-    char pattern[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 64];
-    if (!uc_cfg_string(UC_VAR_UCUDNN_STATS_FILE, pattern, sizeof pattern))
-        return;
     size_t o = 0;
-    for (const char *s = pattern; *s && o + 24 < sizeof path; s++) {
+    for (const char *s = pattern; *s && o + 24 < len; s++) {
         if (s[0] == '%' && s[1] == 'p') {
-            o += (size_t)snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
+            o += (size_t)snprintf(path + o, len - o, "%ld", (long)getpid());
             s++;
         } else {
             path[o++] = *s;
         }
     }
     path[o] = '\0';
+}
+
+/*
+ * UCUDNN_STATS_FILE at exit, written beside and renamed into place, so a reader never sees half of it. A process
+ * that made no hooked call writes its zeros only where no file exists yet: a child that inherited LD_PRELOAD and
+ * never touched cuDNN does not overwrite its parent's counts, and a program whose calls the shim never saw still
+ * leaves a file that says so.
+ */
+static void write_stats_file(int saw_calls)
+{
+    char pattern[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 64];
+    if (!uc_cfg_string(UC_VAR_UCUDNN_STATS_FILE, pattern, sizeof pattern))
+        return;
+    stats_path(pattern, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     char *text = stats_text();
     FILE *f = text ? fopen(tmp, "w") : NULL;
     int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
     if (f)
         ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) == 0) {
-        free(text);
+    free(text);
+    if (ok && (saw_calls ? rename(tmp, path) : link(tmp, path)) == 0) {
+        if (!saw_calls)
+            unlink(tmp);
         return;
     }
     if (f)
         unlink(tmp);
+    if (ok && !saw_calls && errno == EEXIST)
+        return; /* another process's counts stand */
     uc_log(UC_LOG_WARNING, "cannot write UCUDNN_STATS_FILE=%s", path);
-    free(text);
+}
+
+static void say_size(char *buf, size_t len, unsigned long long bytes)
+{
+    if (bytes >= (1ull << 30))
+        snprintf(buf, len, "%.1f GiB", (double)bytes / (double)(1ull << 30));
+    else if (bytes >= (1ull << 20))
+        snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+    else
+        snprintf(buf, len, "%.1f KiB", (double)bytes / 1024.0);
+}
+
+/* One line on stderr at exit when anything was planned (silenced by UCUDNN_LOG_LEVEL=error). */
+static void say_summary(void)
+{
+    unsigned long long kernels = atomic_load(&uc_stat.kernels), calls = atomic_load(&uc_stat.calls),
+                       divided = atomic_load(&uc_stat.divided_calls), gplans = atomic_load(&uc_stat.graph_conv_plans);
+    if (!kernels && !gplans)
+        return;
+    char line[768], peak[32];
+    int o = snprintf(line, sizeof line, "%llu kernel(s), %llu convolution call(s), %.0f%% micro-batched (%llu "
+                     "micro-batches)", kernels, calls, calls ? 100.0 * (double)divided / (double)calls : 0.0,
+                     (unsigned long long)atomic_load(&uc_stat.micro_batches));
+    double pred = (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
+           base = (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6;
+    if (pred > 0 && o > 0 && (size_t)o < sizeof line)
+        o += snprintf(line + o, sizeof line - (size_t)o, "; predicted %.4g ms in all vs %.4g ms for cuDNN alone in "
+                      "the same workspaces (%.2fx)", pred, base, base / pred);
+    say_size(peak, sizeof peak, atomic_load(&uc_stat.peak_workspace));
+    if (o > 0 && (size_t)o < sizeof line)
+        o += snprintf(line + o, sizeof line - (size_t)o, "; peak workspace %s", peak);
+    if (gplans && o > 0 && (size_t)o < sizeof line)
+        snprintf(line + o, sizeof line - (size_t)o, "; graph API: %llu convolution plan(s), %llu micro-batched, "
+                 "%llu execute(s)", gplans, (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
+                 (unsigned long long)atomic_load(&uc_stat.graph_executes));
+    uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
+}
+
+/*
+ * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
+ * warning when no cuDNN convolution call reached the preload library at all.
+ */
+__attribute__((destructor)) static void at_exit(void)
+{
+    int saw_calls = atomic_load(&uc_stat.calls) || atomic_load(&uc_stat.queries) || atomic_load(&uc_stat.graph_calls);
+    say_summary();
+    write_stats_file(saw_calls);
+    size_t run_pid = uc_cfg_run_pid();
+    if (!saw_calls && run_pid && run_pid == (size_t)getpid())
+        uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld); "
+               "child processes report their own. Programs that load libcudnn privately (e.g. ctypes without "
+               "ucudnn.cudnn.load) or static builds cannot be seen: see the README, \"When ucudnn sees nothing\"",
+               (long)getpid());
 }

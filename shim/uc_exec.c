@@ -148,25 +148,31 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;
-    uc_verify *check = NULL;
-    if (p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace()) {
+    int check_it = p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
+    if (check_it && (p->limit != usable || p->det_requested != det)) {
         /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
          * known about exactly this one -- a check may have settled it in an earlier run. */
-        if (p->limit != usable || p->det_requested != det) {
-            uc_plan *q = uc_plan_exact(c, usable, det);
-            if (q && q->verified) {
-                uc_plan_release(p);
-                p = q;
-            } else {
-                uc_plan_release(q);
-            }
+        uc_plan *q = uc_plan_exact(c, usable, det);
+        if (q && q->verified) {
+            uc_plan_release(p);
+            p = q;
+        } else {
+            uc_plan_release(q);
         }
-        if (p->count > 1 && !p->verified) {
-            uc_plan *base = uc_get_plan_as(c, usable, det, uc_cfg_policy_undivided(), NULL);
-            if (base && base->count == 1)
+    }
+    /* The undivided choice for the same workspace: its predicted time goes to the exit summary (what cuDNN
+     * alone would take in it), and a new divided plan is checked against it. */
+    uc_verify *check = NULL;
+    /* Not under Division (each request is a re-division) nor with checks off (no second planner call then). */
+    if (p->count > 1 && !uc_cfg_total_workspace() && uc_cfg_verify_samples() > 0) {
+        uc_plan *base = uc_get_plan_as(c, usable, det, uc_cfg_policy_undivided(), NULL);
+        if (base && base->count == 1) {
+            float unknown = 0.0f;
+            atomic_compare_exchange_strong(&p->base_ms, &unknown, base->time_ms);
+            if (check_it && !p->verified)
                 check = uc_verify_new(p, base, det, usable);
-            uc_plan_release(base);
         }
+        uc_plan_release(base);
     }
     uc_plan *cached = uc_cache_put_exec(key, p, check, view, verify);
     if (check && !*verify && cached == p) /* a stale view: the plan is used uncached, and so is its check */
@@ -239,10 +245,19 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         uc_verify_release(v);
     }
     UC_COUNT(micro_batches, issued);
-    if (ran_plan)
+    if (ran_plan) {
         UC_COUNT(planned, 1);
-    else
+        float base_ms = atomic_load(&run->base_ms);
+        if (run->count > 1)
+            UC_COUNT(divided_calls, 1);
+        if (run->time_ms > 0) {
+            UC_COUNT(predicted_ns, run->time_ms * 1e6);
+            UC_COUNT(undivided_predicted_ns, (run->count > 1 && base_ms > 0 ? base_ms : run->time_ms) * 1e6);
+        }
+        UC_COUNT_MAX(peak_workspace, run->workspace);
+    } else {
         UC_COUNT(passthrough, 1);
+    }
     if (run != p) {
         uc_plan_ref(run);
         uc_plan_release(p);

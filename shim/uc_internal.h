@@ -68,6 +68,8 @@ int uc_status_refused(int status);
 
 enum { UC_LOG_ERROR = 0, UC_LOG_WARNING = 1, UC_LOG_INFO = 2, UC_LOG_DEBUG = 3 };
 void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An untagged line shown unless UCUDNN_LOG_LEVEL=error (the exit summary). */
+void uc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
 int uc_cfg_disabled(void);
 /* UCUDNN_DEFAULT_WORKSPACE_LIMIT: SIZE_MAX when `auto` (uc_cfg_limit_auto). */
@@ -80,6 +82,7 @@ int uc_cfg_limit_auto(void);
 int uc_cfg_verify_samples(void);   /* UCUDNN_VERIFY_SAMPLES */
 double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
 size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
+size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
 size_t uc_cfg_total_workspace(void);
 /*
@@ -189,6 +192,7 @@ typedef struct uc_plan {
     int policy, det_requested;
     ucudnn_micro_batch *mb;
     float time_ms;
+    _Atomic float base_ms; /* predicted time of the undivided choice in the same workspace; 0: not known yet */
     size_t workspace;   /* max over micro-batches, verified with the real workspace queries */
     int deterministic;
     int verified;       /* 1: the planner says it already won a check on real executions (uc_verify.c) */
@@ -377,8 +381,17 @@ typedef struct {
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches, graph_verified, graph_rejected_by_measurement;
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement,
+        /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
+         * undivided choices in the same workspaces, the largest workspace a plan ran in */
+        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;
 } uc_stats;
+#define UC_COUNT_MAX(field, v)                                                                                   \
+    do {                                                                                                         \
+        unsigned long long v_ = (unsigned long long)(v), o_ = atomic_load(&uc_stat.field);                     \
+        while (v_ > o_ && !atomic_compare_exchange_weak(&uc_stat.field, &o_, v_)) {                            \
+        }                                                                                                        \
+    } while (0)
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)
 

@@ -112,7 +112,8 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_STATS_FILE",
         Kind.PATH,
         "",
-        "When set, the preload library writes a JSON summary of its counters there at process exit.",
+        "When set, the preload library writes a JSON summary of its counters there at process exit (`%p` in the "
+        "path: the pid). A process that made no cuDNN call writes its zeros only where no file exists yet.",
         readers=("shim",),
     ),
     Var(
@@ -144,6 +145,14 @@ VARIABLES: tuple[Var, ...] = (
         "0",
         "Stand-in for the free device memory where no GPU reports one (the host backend): it bounds the plans "
         "Get*_v7/Find* list under `auto` (0: unknown, no bound).",
+        readers=("shim",),
+    ),
+    Var(
+        "UCUDNN_RUN_PID",
+        Kind.COUNT,
+        "0",
+        "Set by `ucudnn run` to the pid of the program it starts: that process warns at exit when no cuDNN "
+        "convolution call reached the preload library (0: no process warns).",
         readers=("shim",),
     ),
     Var(

@@ -746,11 +746,33 @@ class Cudnn:
         return y
 
 
-def load(path: str | Path | None = None, hooks: str | Path | None = None) -> Cudnn:
-    """A Cudnn over the library at ``path`` (default: the built host backend), hooks from ``hooks`` if given."""
+def preloaded_shim() -> ctypes.CDLL | None:
+    """The ucudnn preload library when this process runs under it (an ``LD_PRELOAD`` entry already loaded that
+    exports ``ucudnn_version``), else None. Nothing is loaded by asking."""
+    import os
+
+    for entry in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+        try:
+            lib = ctypes.CDLL(entry, mode=os.RTLD_NOLOAD)
+        except OSError:
+            continue
+        if hasattr(lib, "ucudnn_version"):
+            return lib
+    return None
+
+
+def load(path: str | Path | None = None, hooks: str | Path | None = None, *, through_preload: bool = True) -> Cudnn:
+    """A Cudnn over the library at ``path`` (default: the built host backend), hooks from ``hooks`` if given.
+
+    A library loaded through ctypes is called by its own symbols, which ``LD_PRELOAD`` does not interpose; so
+    under the preload library (``ucudnn run``) and without ``hooks``, the hooked calls go to the preload library,
+    as a framework's would (``through_preload=False``: straight to ``path``).
+    """
     if path is None:
         from ucudnn import _paths
 
         path = _paths.require(_paths.HOST_CUDNN)
     real = ctypes.CDLL(str(path))
-    return Cudnn(real, ctypes.CDLL(str(hooks)) if hooks is not None else None)
+    if hooks is not None:
+        return Cudnn(real, ctypes.CDLL(str(hooks)))
+    return Cudnn(real, preloaded_shim() if through_preload else None)

@@ -54,6 +54,7 @@ def test_environment_of_the_command(fake_build: FakeBuild, tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     env = json.loads(proc.stdout)
+    assert env.pop("UCUDNN_RUN_PID").isdigit()  # the program's own pid (exec keeps it)
     assert env == {
         "LD_PRELOAD": f"{fake_build.shim} libfirst.so libsecond.so",
         "UCUDNN_BATCH_SIZE_POLICY": "all",

@@ -95,6 +95,11 @@ def base_env() -> dict[str, str]:
     return env
 
 
+def messages(stderr: str) -> list[str]:
+    """The shim's stderr lines other than its exit summary (which any process that planned prints)."""
+    return [line for line in stderr.splitlines() if not line.endswith("(UCUDNN_LOG_LEVEL=error silences this line)")]
+
+
 RunDriver = Callable[..., Run]
 
 

@@ -83,7 +83,16 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
             text = str(Path(text).expanduser().resolve())
         config.parse(config.BY_NAME[name], text)
         env[name] = text
+    # exec keeps the pid: the program itself (not its children) says at exit if the shim saw no cuDNN call.
+    env["UCUDNN_RUN_PID"] = str(os.getpid())
     return env
+
+
+def _drop_stale_stats(env: Mapping[str, str]) -> None:
+    """The stats file of an earlier run would otherwise survive a program whose calls the shim never sees."""
+    target = env.get("UCUDNN_STATS_FILE", "").strip()
+    if target and "%p" not in target:
+        Path(target).unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
         _paths.require(_paths.PRELOAD)
     except _paths.NotBuiltError as exc:
         print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
+        return 2
+    try:
+        _drop_stale_stats(env)
+    except OSError as exc:
+        print(f"ucudnn run: cannot replace the stats file: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,107 @@
+"""The shipped example under ``ucudnn run``, the exit summary, and the stats file a run always leaves.
+
+These run the real ``ucudnn run`` (``python -m ucudnn.cli run``) with the built preload library over the
+shipped example, as the README tells a new user to, on the host backend with its model clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, base_env
+
+EXAMPLE = [sys.executable, "-m", "ucudnn.examples.train", "--steps", "2", "--memory", "2MiB"]
+SUMMARY = re.compile(r"^ucudnn: (\d+) kernel\(s\), (\d+) convolution call\(s\), (\d+)% micro-batched", re.M)
+NOTHING_SEEN = "no cuDNN convolution call reached the preload library"
+
+
+def run(tmp_path: Path, *args: str, under: bool = True, env: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    full = base_env()
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    full["UCUDNN_VERIFY_SAMPLES"] = "3"  # the defaults of a user's run
+    full.update(env or {})
+    cmd = [sys.executable, "-m", "ucudnn.cli", "run", *args] if under else list(args[args.index("--") + 1 :])
+    proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def losses(stdout: str) -> list[float]:
+    return [float(v) for v in re.findall(r"loss (\S+)", stdout)]
+
+
+def stats(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_the_example_micro_batches_under_ucudnn_run(tmp_path: Path) -> None:
+    alone = run(tmp_path, "--", *EXAMPLE, under=False)
+    under = run(tmp_path, "--stats-file", "stats.json", "--", *EXAMPLE)
+    # The same training (same losses as printed), micro-batched: more micro-batches than calls.
+    assert len(losses(alone.stdout)) == 2, alone.stdout
+    assert losses(under.stdout) == pytest.approx(losses(alone.stdout), rel=1e-4), (alone.stdout, under.stdout)
+    s = stats(tmp_path / "stats.json")
+    assert s["calls"] > 0 and s["divided_calls"] > 0 and s["micro_batches"] > s["calls"], s
+    assert 0 < s["peak_workspace"] <= 2 << 20  # within --memory
+    # One summary line at exit, from the counters the stats file has.
+    lines = SUMMARY.findall(under.stderr)
+    assert len(lines) == 1, under.stderr
+    kernels, calls, share = (int(v) for v in lines[0])
+    assert (kernels, calls) == (s["kernels"], s["calls"])
+    assert share == round(100 * s["divided_calls"] / s["calls"])
+    assert f"{s['predicted_ms']:.4g} ms in all vs {s['undivided_predicted_ms']:.4g} ms" in under.stderr
+    assert NOTHING_SEEN not in under.stderr and SUMMARY.search(alone.stderr) is None
+
+
+def test_the_summary_is_silenced_by_the_log_level(tmp_path: Path) -> None:
+    quiet = run(tmp_path, "--log-level", "error", "--", *EXAMPLE)
+    assert SUMMARY.search(quiet.stderr) is None, quiet.stderr
+
+
+def test_a_program_the_shim_never_sees_still_gets_a_stats_file_and_a_warning(tmp_path: Path) -> None:
+    stale = tmp_path / "stats.json"
+    stale.write_text('{"calls": 99}')  # an earlier run's: replaced, never read as this run's
+    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", "print('no convolutions')")
+    s = stats(stale)
+    assert s["calls"] == 0 and s["queries"] == 0 and s["graph_calls"] == 0, s
+    assert proc.stderr.count(NOTHING_SEEN) == 1, proc.stderr
+    assert SUMMARY.search(proc.stderr) is None
+
+
+def test_a_child_without_calls_neither_warns_nor_overwrites_the_programs_counts(tmp_path: Path) -> None:
+    # The program starts a child that inherits LD_PRELOAD and never calls cuDNN, then convolves: the child exits
+    # first and writes its zeros only where no file exists; the program then writes its counts over them.
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True); " \
+            f"import runpy; sys.argv = {EXAMPLE[2:]!r}; runpy.run_module('ucudnn.examples.train', run_name='__main__')"
+    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", child)
+    assert stats(tmp_path / "stats.json")["calls"] > 0
+    assert NOTHING_SEEN not in proc.stderr, proc.stderr
+    # A child that exits after its parent does not overwrite what the parent wrote.
+    late = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)'])"
+    target = tmp_path / "late.json"
+    target.write_text('{"calls": 7}')
+    run(tmp_path, "--", sys.executable, "-c", late, env={"UCUDNN_STATS_FILE": str(target)})
+    # ucudnn run removed the stale file; the program (no calls) wrote zeros; its child did not overwrite them.
+    assert stats(target)["calls"] == 0
+
+
+@pytest.mark.parametrize("through", [True, False])
+def test_cudnn_load_goes_through_the_preload_library(tmp_path: Path, through: bool) -> None:
+    code = (
+        f"import numpy as np; from ucudnn import cudnn as C; lib = C.load(through_preload={through}); "
+        "h = lib.handle(); x = np.ones((4, 2, 6, 6), np.float32); w = np.ones((3, 2, 3, 3), np.float32); "
+        "lib.forward(h, x, w, C.ConvSpec(pads=(1, 1)), 0)"
+    )
+    run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", code)
+    assert stats(tmp_path / "stats.json")["calls"] == (1 if through else 0)

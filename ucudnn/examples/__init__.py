@@ -1,0 +1,1 @@
+"""Small programs to run under ``ucudnn run``."""
