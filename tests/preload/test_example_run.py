@@ -105,3 +105,22 @@ def test_cudnn_load_goes_through_the_preload_library(tmp_path: Path, through: bo
     )
     run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", code)
     assert stats(tmp_path / "stats.json")["calls"] == (1 if through else 0)
+
+
+def test_the_readmes_first_run_commands_work_as_written(tmp_path: Path) -> None:
+    """Every command of the README's "A first run" block, run as written (model clock, scratch cache)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### A first run", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2 and commands[1].startswith("ucudnn run"), commands
+    env = base_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # this venv's ucudnn
+    env["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    outs = [
+        subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        for cmd in commands
+    ]
+    assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+    assert losses(outs[0].stdout) == pytest.approx(losses(outs[1].stdout), rel=1e-4)
+    assert SUMMARY.search(outs[1].stderr) and stats(tmp_path / "stats.json")["calls"] > 0
