@@ -41,6 +41,7 @@ from ucudnn.bench.backends import Backend, Sample
 from ucudnn.bench.capi import CudnnError, Descriptors, Perf, algo_name
 from ucudnn.bench.problems import Problem
 from ucudnn.graph_api import ConvGraph, GraphApiError
+from ucudnn.plan_text import format_groups
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -212,8 +213,9 @@ def _micro_batches(plan: dict[str, Any], op: str) -> list[dict[str, Any]]:
 
 
 def format_micro_batches(mbs: Sequence[dict[str, Any]]) -> str:
-    """``4 x b8 GEMM + 1 x b2 IMPLICIT_GEMM``: micro-batch count x micro-batch size, then the algorithm."""
-    return " + ".join(f"{m['count']} x b{m['batch']} {m['algo_name']}" for m in mbs)
+    """``4 x 8 GEMM + 1 x 2 IMPLICIT_GEMM``: micro-batch count x micro-batch size, then the algorithm (the notation
+    of ``ucudnn db list`` and ``ucudnn plan``: :mod:`ucudnn.plan_text`)."""
+    return format_groups((int(m["count"]), int(m["batch"]), str(m["algo_name"])) for m in mbs)
 
 
 class Runner:

@@ -56,8 +56,8 @@ def test_json_csv_and_plot(tmp_path: Path) -> None:
     report.write_csv(tmp_path / "r.csv", rows)
     with (tmp_path / "r.csv").open() as fh:
         got = list(csv.DictReader(fh))
-    assert len(got) == 3 and got[0]["micro_batches"] == "2 x b4 GEMM" and got[2]["speedup"] == ""
-    assert format_micro_batches(rows[0].micro_batches) == "2 x b4 GEMM"
+    assert len(got) == 3 and got[0]["micro_batches"] == "2 x 4 GEMM" and got[2]["speedup"] == ""
+    assert format_micro_batches(rows[0].micro_batches) == "2 x 4 GEMM"
     pytest.importorskip("matplotlib")
     report.write_plot(tmp_path / "r.png", rows, title="t")
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

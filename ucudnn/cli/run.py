@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ucudnn import _paths, config
+from ucudnn.cli._files import ensure_parent
+from ucudnn.policy import PRESETS, preset
 
 # Option destination -> the variable it sets, parsed and checked with that variable's declaration.
 _OPTION_VARS: tuple[tuple[str, str], ...] = (
@@ -36,6 +38,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run CMD with libucudnn.so preloaded. Put `--` before CMD.",
     )
     policies = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
+    p.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        metavar="NAME",
+        help=f"a named policy (ucudnn.policy.preset): {', '.join(PRESETS)}; the options below override it",
+    )
     p.add_argument("--policy", metavar="P", help=f"batch-size policy: {', '.join(policies)}")
     p.add_argument(
         "--workspace",
@@ -60,9 +68,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload: Path) -> dict[str, str]:
     """The command's environment: ``base`` plus the preload and the options' variables.
 
-    Raises config.ConfigError (naming the variable) for a bad option value.
+    Raises config.ConfigError (naming the option, then the variable it sets) for a bad option value.
     """
     env = dict(base)
+    if getattr(args, "preset", None) is not None:
+        env.update(preset(args.preset).to_env())
     shim = str(preload)
     # LD_PRELOAD takes spaces or colons; keep the user's entries, after ours, without repeating ours.
     existing = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e and e != shim]
@@ -79,9 +89,22 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
         if dest in _PATH_OPTIONS:
             # The program may change directory; the file it means is the one relative to here.
             text = str(Path(text).expanduser().resolve())
-        config.parse(config.BY_NAME[name], text)
+            ensure_parent(Path(text), "ucudnn run")
+        try:
+            config.parse(config.BY_NAME[name], text)
+        except config.ConfigError as exc:
+            raise config.ConfigError(_option_error(dest, name, text, str(exc))) from None
         env[name] = text
     return env
+
+
+def _option_error(dest: str, name: str, text: str, message: str) -> str:
+    """The variable's message, about the option the user typed: ``--workspace='lots': expected ...``."""
+    option = "--" + dest.replace("_", "-")
+    message = message.replace(f"{name}=", f"{option}=", 1)
+    if dest == "policy" and text in PRESETS:
+        message += f" ({text!r} is a preset: --preset {text})"
+    return f"{message} (the option sets {name})"
 
 
 def run(args: argparse.Namespace) -> int:
