@@ -54,6 +54,13 @@ class Perf:
     math_type: int
 
 
+def version_text(version: int) -> str:
+    """cudnnGetVersion()'s number as a release: 92400 -> ``9.24.0`` (cuDNN 9: MAJOR*10000 + MINOR*100 + PATCH;
+    cuDNN 8 and older: MAJOR*1000 + MINOR*100 + PATCH)."""
+    major, rest = (version // 10000, version % 10000) if version >= 90000 else (version // 1000, version % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
 def algo_name(op: str, algo: int) -> str:
     return plan_text.algo_name(op, algo)
 

@@ -73,6 +73,25 @@ def test_bad_arguments_exit_2(args: list[str], needle: str, capsys: pytest.Captu
     assert needle in capsys.readouterr().err
 
 
+def test_plot_without_matplotlib_fails_before_running(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert main(["--quick", "--plot", str(tmp_path / "s.png"), "--progress", "lines"]) == 2
+    out = capsys.readouterr()
+    assert "--plot needs matplotlib" in out.err and "nothing was run" in out.err
+    assert "[1/" not in out.err and out.out == ""  # no progress, no summary: nothing ran
+
+
+def test_a_suite_run_says_what_its_labels_mean() -> None:
+    from ucudnn.bench.cli import build_parser, select_problems
+
+    problems, source, legend = select_problems(build_parser().parse_args(["--quick"]))
+    assert source == "suite quick" and "alexnet_conv5/4" in {p.label for p in problems}
+    assert "alexnet_conv5/4: AlexNet's conv5" in legend and "quarter of its channels" in legend
+    assert select_problems(build_parser().parse_args(["--problems", str(DATA / "conv_problems_small.h")]))[2] == ""
+
+
 def test_bad_verify_samples_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # The warm-up through the shim depends on it, so a value the shim would reject is refused before any run.
     monkeypatch.setenv("UCUDNN_VERIFY_SAMPLES", "three")
@@ -146,6 +165,9 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     r = run_cli(*args, "--repeat", "1", "--calls-per-sample", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "geomean" in r.stdout and "total run time" in r.stdout
+    # Where everything went, and the library's version as a release.
+    assert f"wrote {out_json} " in r.stdout and f"wrote {out_csv} " in r.stdout and f"cache: {db} " in r.stdout
+    assert "host backend implementing cuDNN 9." in r.stdout and "API" not in r.stdout
     doc = json.loads(out_json.read_text())
     rows = doc["rows"]
     assert len(rows) == 2 * 3 * 3 * 3  # problems x ops x limits x policies
