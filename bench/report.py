@@ -58,8 +58,8 @@ class SummaryLine:
     predicted_geomean: float
     mismatches: int
     planning_ms: float
-    # The geomean of each repeat's speedups (sample i of every row): its lowest and highest, how much the
-    # geomean moved between repeats on this machine.
+    # The geomean over rows of each row's lowest single-repeat speedup, and of its highest: the band the geomean
+    # moves in between repeats on this machine (the run-to-run noise).
     geomean_low: float = math.nan
     geomean_high: float = math.nan
 
@@ -69,11 +69,10 @@ def _geomean(xs: Sequence[float]) -> float:
     return math.exp(sum(math.log(x) for x in good) / len(good)) if good else math.nan
 
 
-def repeat_geomeans(rows: Sequence[Row]) -> list[float]:
-    """Per repeat i, the geomean over ``rows`` of their i-th sample's speedup (repeats every row has)."""
-    samples = [r.sample_speedups() for r in rows]
-    repeats = min((len(x) for x in samples), default=0)
-    return [_geomean([x[i] for x in samples]) for i in range(repeats)]
+def repeat_band(rows: Sequence[Row]) -> tuple[float, float]:
+    """The geomean over ``rows`` of each row's lowest single-repeat speedup, and of its highest."""
+    bands = [_spread(r.sample_speedups()) for r in rows]
+    return _geomean([low for low, _ in bands]), _geomean([high for _, high in bands])
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float]:
@@ -96,7 +95,7 @@ def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
         ok = [r for r in group if r.status == "ok" and math.isfinite(r.speedup)]
         speedups = [r.speedup for r in ok]
         n = len(ok)
-        low, high = _spread(repeat_geomeans(ok))
+        low, high = repeat_band(ok)
         out.append(
             SummaryLine(
                 limit_bytes=limit,
@@ -125,7 +124,7 @@ WIDTH = 120  # every line of the tables fits in this many columns
 
 SUMMARY_LEGEND = (
     "columns: rows measured | skip: not run (reasons below) | geomean, max: speedup = undivided cuDNN under the limit",
-    "/ ucudnn (medians of the repeats) | repeats: lowest-highest geomean of single repeats (the run-to-run noise) |",
+    "/ ucudnn (medians of the repeats) | repeats: geomean of each row's lowest - highest single-repeat speedup |",
     f"faster, slower: rows with speedup > {FASTER}, < {SLOWER} | pred.gm: geomean predicted from Find times |",
     "wrong: outputs that differed from cuDNN's | plan s: planning time (benchmarks into the cache), not in the times",
 )

@@ -99,13 +99,13 @@ def test_progress_modes() -> None:
 
 def test_the_spread_over_repeats_is_reported() -> None:
     a, b = make_row("a", 1, 2.0), make_row("b", 1, 2.0)
-    # Speedups per repeat: a 2, 4, 1; b 2, 1, 4 -> geomeans per repeat 2, 2, 2 (b offsets a).
+    # Speedups per repeat: a 2, 4, 1; b 2, 2, 2 -> lowest 1 and 2, highest 4 and 2.
     a.undivided_times_ms, a.ucudnn_times_ms = [4.0, 8.0, 2.0], [2.0, 2.0, 2.0]
-    b.undivided_times_ms, b.ucudnn_times_ms = [4.0, 2.0, 8.0], [2.0, 2.0, 2.0]
+    b.undivided_times_ms, b.ucudnn_times_ms = [4.0, 4.0, 4.0], [2.0, 2.0, 2.0]
     assert a.sample_speedups() == [2.0, 4.0, 1.0]
     [line] = report.summarise([a, b])
-    assert math.isclose(line.geomean_low, 2.0) and math.isclose(line.geomean_high, 2.0)
-    b.undivided_times_ms = [4.0, 8.0, 2.0]  # now both move together: geomeans 2, 4, 1
+    assert math.isclose(line.geomean_low, math.sqrt(2)) and math.isclose(line.geomean_high, math.sqrt(8))
+    b.undivided_times_ms = [4.0, 8.0, 2.0]  # now both vary alike: 1 and 4 each
     [line] = report.summarise([a, b])
     assert (line.geomean_low, line.geomean_high) == (1.0, 4.0)
     text = report.summary_table([a, b], title="T", elapsed_s=0, device="d", timing="m", problems="suite s: labels")
