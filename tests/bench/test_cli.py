@@ -156,7 +156,7 @@ def assert_host_times(row: dict[str, Any]) -> None:
 
 def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     problems = write(tmp_path, "tiny.csv", TINY)
-    out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "cache.sqlite"
+    out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "new" / "cache.sqlite"
     args = [
         "--problems", str(problems), "--policy", "undivided,powerOfTwo,all", "--workspace", "16KiB,512KiB,2MiB",
         "--host-timing", "model", "--json", str(out_json), "--csv", str(out_csv), "--database", str(db),
@@ -168,6 +168,7 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     # Where everything went, and the library's version as a release.
     assert f"wrote {out_json} " in r.stdout and f"wrote {out_csv} " in r.stdout and f"cache: {db} " in r.stdout
     assert "host backend implementing cuDNN 9." in r.stdout and "API" not in r.stdout
+    assert f"ucudnn-bench: created directory {db.parent}\n" in r.stderr  # said once: not by the second run below
     doc = json.loads(out_json.read_text())
     rows = doc["rows"]
     assert len(rows) == 2 * 3 * 3 * 3  # problems x ops x limits x policies
@@ -205,6 +206,7 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     # gives the same per-call model times as two.
     r2 = run_cli(*args, "--repeat", "2")
     assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert "created directory" not in r2.stderr
     rows2 = json.loads(out_json.read_text())["rows"]
     assert [row["micro_batches"] for row in rows2] == [row["micro_batches"] for row in rows]
     assert all(row["calls_per_sample"] == 1 and len(row["ucudnn_times_ms"]) == 2 for row in rows2)
