@@ -1,7 +1,9 @@
 """``ucudnn db``: inspect and maintain the SQLite cache of benchmarks and plans.
 
 ``stats``, ``list``, ``export [FILE]`` (stdout by default), ``import FILE`` (``-`` for stdin), ``clear
-[--plans-only] [--yes]``. Exit status 0 on success, 2 for bad input (a one-line message on stderr).
+[--plans-only] [--yes]``; ``--database`` before or after the action. Only ``import`` creates a cache (saying so
+when it creates its directory); the others need an existing one. Exit status 0 on success, 2 for bad input or
+no cache at the path (a one-line message on stderr).
 """
 
 from __future__ import annotations

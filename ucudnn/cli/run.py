@@ -3,7 +3,8 @@
 The command replaces this process (exec), so its exit status, signals and terminal are the program's own. Its
 environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries, ``TORCH_CUDNN_V8_API_DISABLED=1``
 (PyTorch's legacy cuDNN convolution path, the one the shim plans fully; ``--torch-api graph`` leaves PyTorch on
-its default graph-API path and removes the variable) and the ``UCUDNN_*`` variables the options set. Exit
+its default graph-API path and removes the variable) and the ``UCUDNN_*`` variables the options set (``--preset``:
+those of a named policy of ``ucudnn.policy``, under the other options). Exit
 status 2: a bad option or no built shim; 127: the command was not found.
 """
 
@@ -89,7 +90,6 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
         if dest in _PATH_OPTIONS:
             # The program may change directory; the file it means is the one relative to here.
             text = str(Path(text).expanduser().resolve())
-            ensure_parent(Path(text), "ucudnn run")
         try:
             config.parse(config.BY_NAME[name], text)
         except config.ConfigError as exc:
@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     except _paths.NotBuiltError as exc:
         print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
         return 2
+    for dest, name in _OPTION_VARS:
+        if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None:
+            ensure_parent(Path(env[name]), "ucudnn run")  # the program writes there
     sys.stdout.flush()
     sys.stderr.flush()
     return _exec(command, env)
