@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ucudnn import _paths
-from ucudnn.bench.capi import HOOKED_SYMBOLS, Cudnn, ShimControl
+from ucudnn.bench.capi import HOOKED_SYMBOLS, Cudnn, ShimControl, version_text
 from ucudnn.graph_api import Backend as GraphApi
 
 
@@ -237,7 +237,8 @@ class HostBackend(Backend):
     def device_name(self) -> str:
         threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
         return (
-            f"host CPU ({os.cpu_count()} cores, BLAS threads: {threads}), host backend cuDNN API {self.real.version()}"
+            f"host CPU ({os.cpu_count()} cores, BLAS threads: {threads}), "
+            f"host backend implementing cuDNN {version_text(self.real.version())}"
         )
 
     def close(self) -> None:
@@ -397,7 +398,7 @@ class CudaBackend(Backend):
         props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
         name = props["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)
-        return f"{name}, cuDNN {self.real.version()}"
+        return f"{name}, cuDNN {version_text(self.real.version())}"
 
     def close(self) -> None:
         super().close()

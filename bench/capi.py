@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ucudnn import plan_text
 from ucudnn._cudnn_abi import AlgoPerf
 
 OPS: tuple[str, ...] = ("fwd", "bwd-data", "bwd-filter")
@@ -24,20 +25,6 @@ CUDNN_CROSS_CORRELATION = 1
 SUCCESS = 0
 
 _ALGO_COUNT = {"fwd": 8, "bwd-data": 6, "bwd-filter": 7}
-ALGO_NAMES: dict[str, tuple[str, ...]] = {
-    "fwd": (
-        "IMPLICIT_GEMM",
-        "IMPLICIT_PRECOMP_GEMM",
-        "GEMM",
-        "DIRECT",
-        "FFT",
-        "FFT_TILING",
-        "WINOGRAD",
-        "WINOGRAD_NONFUSED",
-    ),
-    "bwd-data": ("ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"),
-    "bwd-filter": ("ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"),
-}
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int
@@ -67,9 +54,15 @@ class Perf:
     math_type: int
 
 
+def version_text(version: int) -> str:
+    """cudnnGetVersion()'s number as a release: 92400 -> ``9.24.0`` (cuDNN 9: MAJOR*10000 + MINOR*100 + PATCH;
+    cuDNN 8 and older: MAJOR*1000 + MINOR*100 + PATCH)."""
+    major, rest = (version // 10000, version % 10000) if version >= 90000 else (version // 1000, version % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
 def algo_name(op: str, algo: int) -> str:
-    names = ALGO_NAMES[op]
-    return names[algo] if 0 <= algo < len(names) else f"algo{algo}"
+    return plan_text.algo_name(op, algo)
 
 
 # Symbol name per op of each hooked call, and the role order of the three data pointers of each op:

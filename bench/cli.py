@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ucudnn import __version__
+from ucudnn import __version__, config
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
+from ucudnn.cli._files import ensure_parent
 from ucudnn.config import ConfigError, format_size, parse_size
 
 OPS = ("fwd", "bwd-data", "bwd-filter")
@@ -29,6 +30,9 @@ DEFAULT_LIMITS = "8MiB,64MiB,512MiB"
 # --quick: limits that bind on the quick suite's layers (their im2col-style workspaces at N are tens of MiB).
 QUICK_LIMITS = "1MiB,4MiB,16MiB"
 QUICK_REPEAT = 3
+# Measured (`time ucudnn-bench --quick` with an empty cache: 13-16 s while the 2 cores were less busy, 24-26 s while
+# other work shared them); the README states the same figure (a test holds them together).
+QUICK_DURATION = "15-25 s on 2 CPU cores"
 
 EPILOG = f"""
 timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
@@ -90,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--suite", metavar="NAME", help="a built-in suite (see --list-suites)")
     src.add_argument("--list-suites", action="store_true", help="list the built-in suites and exit")
-    src.add_argument("--quick", action="store_true", help="a few-minute run of the quick suite on the host backend")
+    src.add_argument(
+        "--quick", action="store_true", help=f"the quick suite on the host backend ({QUICK_DURATION})"
+    )
     batch = src.add_mutually_exclusive_group()
     batch.add_argument("--batch", type=int, metavar="N", help="force every problem's batch size to N")
     batch.add_argument("--batch-multiplier", type=int, metavar="K", help="multiply every problem's batch size by K")
@@ -204,8 +210,10 @@ def parse_limits(text: str) -> list[int]:
     return out
 
 
-def select_problems(args: argparse.Namespace) -> tuple[list[Problem], str]:
-    """The problems of this run and a description of where they came from."""
+def select_problems(args: argparse.Namespace) -> tuple[list[Problem], str, str]:
+    """The problems of this run, a description of where they came from, and a line saying what the problem labels
+    mean (a built-in suite's description; empty for a file)."""
+    legend = ""
     if args.problems is not None and args.suite is not None:
         raise UsageError("give --problems or --suite, not both")
     if args.problems is not None:
@@ -220,6 +228,7 @@ def select_problems(args: argparse.Namespace) -> tuple[list[Problem], str]:
         suite = get_suite(name)
         problems = suite.problems()
         source = f"suite {suite.name}"
+        legend = f"suite {suite.name}: {suite.description}"
     if args.batch is not None or args.batch_multiplier is not None:
         problems = with_batch(problems, batch=args.batch, multiplier=args.batch_multiplier)
         source += f", N={args.batch}" if args.batch is not None else f", N x{args.batch_multiplier}"
@@ -232,7 +241,7 @@ def select_problems(args: argparse.Namespace) -> tuple[list[Problem], str]:
             raise UsageError(f"--limit-problems {args.limit_problems}: must be positive")
         problems = problems[: args.limit_problems]
         source += f", first {len(problems)}"
-    return problems, source
+    return problems, source, legend
 
 
 def list_suites() -> str:
@@ -253,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(list_suites())
         return 0
     try:
-        problems, source = select_problems(args)
+        problems, source, legend = select_problems(args)
         ops = parse_ops(args.ops)
         policies = parse_policies(args.policy)
         limits = parse_limits(args.workspace or (QUICK_LIMITS if args.quick else DEFAULT_LIMITS))
@@ -269,11 +278,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--threads {threads}: must be positive")
         if args.quick and args.backend != "host":
             raise UsageError("--quick runs on the host backend; drop --backend or --quick")
+        if args.plot is not None:
+            from ucudnn.bench.report import plot_unavailable
+
+            missing = plot_unavailable()
+            if missing:
+                raise UsageError(f"{missing}; nothing was run")
+        database = Path(args.database).expanduser() if args.database else config.database_path()
     except (ProblemError, ConfigError, UsageError) as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
     if args.database:
         os.environ["UCUDNN_DATABASE"] = args.database
+        ensure_parent(database, "ucudnn-bench")
 
     # Imported only now: loading the backends pulls in numpy and the native libraries.
     from ucudnn.bench import report
@@ -326,13 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.monotonic() - t0
     title = (
         f"ucudnn-bench {__version__}: {len(problems)} problems ({source}"
-        f"{f'; interrupted after {len(rows)} rows' if interrupted else ''}), ops {','.join(ops)}, "
+        f"{f'; interrupted after {len(rows)} rows' if interrupted else ''})\nops {','.join(ops)}, "
         f"limits {','.join(format_size(x) for x in limits)}, policies {','.join(policies)}, {args.backend} backend"
     )
     if args.verbose:
         print(report.detail_table(rows))
         print()
-    print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing))
+    print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing,
+                               problems=legend))
+    print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
+          f"{database}`)")
     meta = {
         "ucudnn_version": __version__,
         "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],
@@ -351,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "warmup": args.warmup,
         "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
-        "database": os.environ.get("UCUDNN_DATABASE", ""),
+        "database": str(database),
         "preload": str(backend.preload_path),
         "python": platform.python_version(),
         "partial": interrupted,
@@ -360,10 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.json:
             report.write_json(args.json, rows, meta)
+            print(f"wrote {args.json} (every row and the summary, JSON)")
         if args.csv:
             report.write_csv(args.csv, rows)
+            print(f"wrote {args.csv} (every row, CSV)")
         if args.plot:
             report.write_plot(args.plot, rows, title=title)
+            print(f"wrote {args.plot} (speedup chart)")
     except report.PlotUnavailable as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         status = 2

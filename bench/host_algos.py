@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ucudnn import cudnn as C
+from ucudnn.plan_text import algo_name
 
 
 @dataclass(frozen=True)
@@ -40,28 +41,6 @@ LAYERS: tuple[Layer, ...] = (
     Layer("resnet 56x56x256->64 1x1", 256, 56, 64, 1, 0),
 )
 OP_NAMES = {C.Op.FWD: "fwd", C.Op.BWD_DATA: "bwd_data", C.Op.BWD_FILTER: "bwd_filter"}
-ALGO_NAMES: dict[C.Op, dict[int, str]] = {
-    C.Op.FWD: {
-        0: "IMPLICIT_GEMM",
-        1: "IMPLICIT_PRECOMP_GEMM",
-        2: "GEMM",
-        3: "DIRECT",
-        4: "FFT",
-        5: "FFT_TILING",
-        6: "WINOGRAD",
-        7: "WINOGRAD_NONFUSED",
-    },
-    C.Op.BWD_DATA: {0: "ALGO_0", 1: "ALGO_1", 2: "FFT", 3: "FFT_TILING", 4: "WINOGRAD", 5: "WINOGRAD_NONFUSED"},
-    C.Op.BWD_FILTER: {
-        0: "ALGO_0",
-        1: "ALGO_1",
-        2: "FFT",
-        3: "ALGO_3",
-        4: "WINOGRAD",
-        5: "WINOGRAD_NONFUSED",
-        6: "FFT_TILING",
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -141,7 +120,7 @@ def format_rows(rows: Sequence[Row]) -> str:
         for r in sorted(grp, key=lambda r: r.workspace_bytes):
             mark = "*" if r.time_ms == best else " "
             lines.append(
-                f"{layer:<36} {n:>3} {OP_NAMES[op]:<10} {ALGO_NAMES[op][r.algo]:<22} "
+                f"{layer:<36} {n:>3} {OP_NAMES[op]:<10} {algo_name(OP_NAMES[op], r.algo):<22} "
                 f"{r.workspace_bytes / 2**20:>13.2f} {r.time_ms:>9.1f}{mark} {r.repeats:>4}"
             )
         lines.append("")

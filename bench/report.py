@@ -58,11 +58,30 @@ class SummaryLine:
     predicted_geomean: float
     mismatches: int
     planning_ms: float
+    # The geomean over rows of each row's lowest single-repeat speedup, and of its highest: the band the geomean
+    # moves in between repeats on this machine (the run-to-run noise).
+    geomean_low: float = math.nan
+    geomean_high: float = math.nan
 
 
 def _geomean(xs: Sequence[float]) -> float:
     good = [x for x in xs if x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in good) / len(good)) if good else math.nan
+
+
+def repeat_band(rows: Sequence[Row]) -> tuple[float, float]:
+    """The geomean over ``rows`` of each row's lowest single-repeat speedup, and of its highest."""
+    bands = [_spread(r.sample_speedups()) for r in rows]
+    return _geomean([low for low, _ in bands]), _geomean([high for _, high in bands])
+
+
+def _spread(values: Sequence[float]) -> tuple[float, float]:
+    good = [v for v in values if math.isfinite(v)]
+    return (min(good), max(good)) if good else (math.nan, math.nan)
+
+
+def _range_text(low: float, high: float) -> str:
+    return f"{low:.2f}-{high:.2f}x" if math.isfinite(low) and math.isfinite(high) else "-"
 
 
 def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
@@ -76,6 +95,7 @@ def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
         ok = [r for r in group if r.status == "ok" and math.isfinite(r.speedup)]
         speedups = [r.speedup for r in ok]
         n = len(ok)
+        low, high = repeat_band(ok)
         out.append(
             SummaryLine(
                 limit_bytes=limit,
@@ -89,6 +109,8 @@ def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
                 predicted_geomean=_geomean([r.predicted_speedup for r in ok]),
                 mismatches=sum(not r.output_match for r in ok),
                 planning_ms=sum(r.planning_ms for r in ok if math.isfinite(r.planning_ms)),
+                geomean_low=low,
+                geomean_high=high,
             )
         )
     return out
@@ -98,25 +120,40 @@ def _fmt(x: float, spec: str) -> str:
     return format(x, spec) if math.isfinite(x) else "-"
 
 
-def summary_table(rows: Sequence[Row], *, title: str, elapsed_s: float, device: str, timing: str) -> str:
+WIDTH = 120  # every line of the tables fits in this many columns
+
+SUMMARY_LEGEND = (
+    "columns: rows measured | skip: not run (reasons below) | geomean, max: speedup = undivided cuDNN under the limit",
+    "/ ucudnn (medians of the repeats) | repeats: geomean of each row's lowest - highest single-repeat speedup |",
+    f"faster, slower: rows with speedup > {FASTER}, < {SLOWER} | pred.gm: geomean predicted from Find times |",
+    "wrong: outputs that differed from cuDNN's | plan s: planning time (benchmarks into the cache), not in the times",
+)
+
+
+def summary_table(
+    rows: Sequence[Row], *, title: str, elapsed_s: float, device: str, timing: str, problems: str = ""
+) -> str:
+    """The summary; ``problems`` says what the problem labels mean (a built-in suite's description)."""
     lines = [
-        title,
-        f"device: {device}; timing: {timing}; speedup = undivided cuDNN under the limit / ucudnn (medians)",
-        f"faster: speedup > {FASTER}; slower: speedup < {SLOWER}; predicted: from Find times and the plan",
+        *title.splitlines(),
+        *textwrap.wrap(problems, WIDTH, subsequent_indent="  "),
+        f"device: {device}; timing: {timing}",
         "",
     ]
     header = (
-        f"{'limit':>8} {'policy':<11} {'rows':>5} {'skip':>5} {'geomean':>8} {'max':>7} {'faster':>7} "
-        f"{'slower':>7} {'pred.gm':>8} {'wrong':>6} {'plan s':>7}"
+        f"{'limit':>8} {'policy':<11} {'rows':>5} {'skip':>5} {'geomean':>8} {'max':>7} {'repeats':>12} "
+        f"{'faster':>7} {'slower':>7} {'pred.gm':>8} {'wrong':>6} {'plan s':>7}"
     )
     lines += [header, "-" * len(header)]
     for s in summarise(rows):
+        spread = _range_text(s.geomean_low, s.geomean_high)
         lines.append(
             f"{format_size(s.limit_bytes):>8} {s.policy:<11} {s.measured:>5} {s.skipped:>5} "
-            f"{_fmt(s.geomean, '.3f'):>7}x {_fmt(s.maximum, '.2f'):>6}x {_fmt(100 * s.faster, '.0f'):>6}% "
-            f"{_fmt(100 * s.slower, '.0f'):>6}% {_fmt(s.predicted_geomean, '.3f'):>7}x {s.mismatches:>6} "
-            f"{s.planning_ms / 1e3:>7.2f}"
+            f"{_fmt(s.geomean, '.3f'):>7}x {_fmt(s.maximum, '.2f'):>6}x {spread:>12} "
+            f"{_fmt(100 * s.faster, '.0f'):>6}% {_fmt(100 * s.slower, '.0f'):>6}% "
+            f"{_fmt(s.predicted_geomean, '.3f'):>7}x {s.mismatches:>6} {s.planning_ms / 1e3:>7.2f}"
         )
+    lines += SUMMARY_LEGEND
     skipped = [r for r in rows if r.status != "ok"]
     if skipped:
         lines.append("")
@@ -147,7 +184,9 @@ def summary_table(rows: Sequence[Row], *, title: str, elapsed_s: float, device: 
 
 HOST_LEGEND = (
     "host us: host wall time issuing one call (a sample's back-to-back calls, before any synchronisation, / calls; "
-    "median), undivided / ucudnn; on the host backend calls are synchronous, so it includes the convolution"
+    "median), undivided / ucudnn; on the host backend calls are synchronous, so it includes the convolution. "
+    "repeats: lowest-highest speedup of single repeats. plan: count x micro-batch size algorithm, then cuDNN "
+    "alone's algorithm under the limit"
 )
 
 
@@ -158,21 +197,24 @@ def _check_note(r: Row) -> str:
 
 
 def detail_table(rows: Sequence[Row]) -> str:
-    """Every measured row, one line each (``--verbose``)."""
+    """Every measured row, two lines each (``--verbose``): the times, then the plan."""
     lines = [
-        f"{'problem':<26} {'op':<10} {'limit':>7} {'policy':<10} {'undiv ms':>9} {'ucudnn ms':>9} {'pred ms':>9} "
-        f"{'speedup':>7} {'host us':>15}  plan"
+        f"{'problem':<20} {'op':<10} {'limit':>6} {'policy':<10} {'undiv ms':>9} {'ucudnn ms':>9} {'pred ms':>9} "
+        f"{'speedup':>7} {'repeats':>12} {'host us':>17}"
     ]
     for r in rows:
         if r.status != "ok":
             continue
         host = f"{_fmt(r.undivided_host_us_per_call, '.1f')}/{_fmt(r.ucudnn_host_us_per_call, '.1f')}"
+        spread = _range_text(*_spread(r.sample_speedups()))
         lines.append(
-            f"{r.problem[:26]:<26} {r.op:<10} {format_size(r.limit_bytes):>7} {r.policy:<10} "
-            f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x {host:>15}  "
-            f"{format_micro_batches(r.micro_batches)} (undivided {r.undivided_algo}{_check_note(r)})"
+            f"{r.problem[:20]:<20} {r.op:<10} {format_size(r.limit_bytes):>6} {r.policy[:10]:<10} "
+            f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x {spread:>12} "
+            f"{host:>17}"
         )
-    lines.append(HOST_LEGEND)
+        plan = f"  plan: {format_micro_batches(r.micro_batches)}; cuDNN alone: {r.undivided_algo}{_check_note(r)}"
+        lines.append(plan if len(plan) <= WIDTH else plan[: WIDTH - 3] + "...")
+    lines += textwrap.wrap(HOST_LEGEND, WIDTH)
     return "\n".join(lines)
 
 
@@ -190,6 +232,8 @@ def write_json(path: Path, rows: Sequence[Row], meta: dict[str, Any]) -> None:
             "predicted_geomean_speedup": s.predicted_geomean,
             "output_mismatches": s.mismatches,
             "planning_ms": s.planning_ms,
+            "repeat_geomean_min": s.geomean_low,
+            "repeat_geomean_max": s.geomean_high,
         }
         for s in summarise(rows)
     ]
@@ -216,10 +260,10 @@ def write_csv(path: Path, rows: Sequence[Row]) -> None:
     if not rows:
         path.write_text("", encoding="utf-8")
         return
-    fields = [k for k in rows[0].to_dict() if k not in ("micro_batches", "ucudnn_times_ms")]
+    fields = [k for k in rows[0].to_dict() if k not in ("micro_batches", "ucudnn_times_ms", "undivided_times_ms")]
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow([*fields, "micro_batches", "ucudnn_times_ms"])
+        writer.writerow([*fields, "micro_batches", "ucudnn_times_ms", "undivided_times_ms"])
         for r in rows:
             d = r.to_dict()
             writer.writerow(
@@ -227,12 +271,25 @@ def write_csv(path: Path, rows: Sequence[Row]) -> None:
                     *("" if isinstance(d[f], float) and not math.isfinite(d[f]) else d[f] for f in fields),
                     format_micro_batches(r.micro_batches),
                     " ".join(f"{t:.6g}" for t in r.ucudnn_times_ms),
+                    " ".join(f"{t:.6g}" for t in r.undivided_times_ms),
                 ]
             )
 
 
 class PlotUnavailable(RuntimeError):
     pass
+
+
+PLOT_NEEDS = "--plot needs matplotlib: pip install 'ucudnn[plot]' (or pip install matplotlib)"
+
+
+def plot_unavailable() -> str | None:
+    """Why ``--plot`` cannot work here (checked before a run, so that it does not fail at the end), or None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return PLOT_NEEDS
+    return None
 
 
 def write_plot(path: Path, rows: Sequence[Row], *, title: str) -> None:
@@ -246,9 +303,7 @@ def write_plot(path: Path, rows: Sequence[Row], *, title: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotUnavailable(
-            "--plot needs matplotlib: pip install 'ucudnn[plot]' (or pip install matplotlib)"
-        ) from None
+        raise PlotUnavailable(PLOT_NEEDS) from None
     ok = [r for r in rows if r.status == "ok" and math.isfinite(r.speedup)]
     panels: list[tuple[str, str]] = []
     for r in ok:

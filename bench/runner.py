@@ -41,6 +41,7 @@ from ucudnn.bench.backends import Backend, Sample
 from ucudnn.bench.capi import CudnnError, Descriptors, Perf, algo_name
 from ucudnn.bench.problems import Problem
 from ucudnn.graph_api import ConvGraph, GraphApiError
+from ucudnn.plan_text import format_groups
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -80,6 +81,7 @@ class Row:
     ceiling_ms: float = math.nan
     ucudnn_ms: float = math.nan
     ucudnn_times_ms: list[float] = field(default_factory=list)  # per call, one per sample
+    undivided_times_ms: list[float] = field(default_factory=list)  # per call, one per sample, alternating with ucudnn's
     # Host wall time spent issuing one sample's calls (before any synchronisation) / calls, median over samples.
     undivided_host_us_per_call: float = math.nan
     ucudnn_host_us_per_call: float = math.nan
@@ -100,6 +102,12 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def sample_speedups(self) -> list[float]:
+        """Speedup of each repeat: undivided sample i / ucudnn sample i (sampled one after the other, so under
+        the same background load); empty when the row was not timed."""
+        pairs = zip(self.undivided_times_ms, self.ucudnn_times_ms, strict=False)
+        return [u / c if c > 0 else math.nan for u, c in pairs]
 
 
 DEFAULT_CALLS_PER_SAMPLE = {"cuda": 10, "host": 1}
@@ -212,8 +220,9 @@ def _micro_batches(plan: dict[str, Any], op: str) -> list[dict[str, Any]]:
 
 
 def format_micro_batches(mbs: Sequence[dict[str, Any]]) -> str:
-    """``4 x b8 GEMM + 1 x b2 IMPLICIT_GEMM``: micro-batch count x micro-batch size, then the algorithm."""
-    return " + ".join(f"{m['count']} x b{m['batch']} {m['algo_name']}" for m in mbs)
+    """``4 x 8 GEMM + 1 x 2 IMPLICIT_GEMM``: micro-batch count x micro-batch size, then the algorithm (the notation
+    of ``ucudnn db list`` and ``ucudnn plan``: :mod:`ucudnn.plan_text`)."""
+    return format_groups((int(m["count"]), int(m["batch"]), str(m["algo_name"])) for m in mbs)
 
 
 class Runner:
@@ -364,7 +373,8 @@ class Runner:
             undivided.append(self._samples(undivided_call))
             self.b.fill(case.out, math.nan)
             ucudnn.append(self._samples(ucudnn_call))
-        row.undivided_ms = _median([s.ms_per_call for s in undivided])
+        row.undivided_times_ms = [s.ms_per_call for s in undivided]
+        row.undivided_ms = _median(row.undivided_times_ms)
         row.undivided_host_us_per_call = _median([s.host_us_per_call for s in undivided])
         row.ucudnn_times_ms = [s.ms_per_call for s in ucudnn]
         row.ucudnn_ms = _median(row.ucudnn_times_ms)

@@ -102,11 +102,12 @@ CIFAR10 = Suite(
     ),
 )
 
-# What `--quick` runs: small enough for a few minutes on two CPU cores through the host backend, while the
-# im2col-style workspaces at the full batch still exceed the quick limits (so micro-batching has work to do).
+# What `--quick` runs: small enough for seconds on two CPU cores through the host backend, while the im2col-style
+# workspaces at the full batch still exceed the quick limits (so micro-batching has work to do).
 QUICK = Suite(
     "quick",
-    "small classic layers for a few-minute CPU run: CIFAR-10 quick conv2-3, an AlexNet-conv5-like 3x3",
+    "CIFAR-10 quick's conv2 and conv3 (5x5) and alexnet_conv5/4: AlexNet's conv5 (3x3 at 13x13) with a quarter "
+    "of its channels (96->64), N=32",
     32,
     (
         ("cifar10_conv2", 16, 16, 32, 32, 5, 2, 1),

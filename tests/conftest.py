@@ -8,6 +8,12 @@ import subprocess
 
 import pytest
 
+# What to install for the tests of the real cuDNN (no GPU needed): the wheel without its declared dependencies
+# (the CUDA libraries it lists add about a gigabyte, and the front library needs only libc/libdl). `.ci/run` does this.
+REAL_CUDNN_INSTALL = "pip install --no-deps nvidia-cudnn-cu13"
+# What the GPU tests need besides an NVIDIA GPU and its driver.
+GPU_INSTALL = "pip install 'ucudnn[cuda]' (CuPy), plus torch and torchvision for the PyTorch tests"
+
 
 @functools.cache
 def gpu_unavailable_reason() -> str | None:
@@ -33,4 +39,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
-                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
+                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs a GPU and {GPU_INSTALL}"))

@@ -76,7 +76,7 @@ def test_pareto_lists_plans_by_time(table: str) -> None:
 
 def test_text_output_is_readable(table: str) -> None:
     r = ucudnn("plan", "--table", table, "--workspace", "32KiB")
-    assert r.returncode == 0 and "4 x 32 (algo 1, math 1)" in r.stdout
+    assert r.returncode == 0 and "4 x 32 IMPLICIT_PRECOMP_GEMM (math 1)" in r.stdout  # conv2.fwd: a forward op
 
 
 def test_kernel_selection_and_unknown_kernel(tmp_path: Path) -> None:
@@ -86,7 +86,55 @@ def test_kernel_selection_and_unknown_kernel(tmp_path: Path) -> None:
     r = ucudnn("plan", "--table", path, "--workspace", "1MiB")
     assert r.returncode == 2 and "2 kernels" in r.stderr
     r = ucudnn("plan", "--table", path, "--kernel", "c", "--workspace", "1MiB")
-    assert r.returncode == 2 and "unknown kernel 'c'" in r.stderr
+    assert r.returncode == 2 and "unknown kernel 'c'" in r.stderr and "[1] b" in r.stderr
+
+
+KEY = ("op={op};dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
+       "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default")
+
+
+@pytest.fixture
+def keyed_table(tmp_path: Path) -> str:
+    """Three kernels named by their ~190-character cache keys, as `ucudnn db export --perf-table` writes them."""
+    return write(tmp_path, {"kernels": [two_algo_kernel(KEY.format(op=op), 32)
+                                        for op in ("fwd", "bwd_data", "bwd_filter")]})
+
+
+def test_kernel_by_index_or_unique_part_of_its_name(keyed_table: str) -> None:
+    listing = ucudnn("plan", "--table", keyed_table, "--list")
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines()[1].startswith("[1] bwd_data x32x16x16 w64x32x5x5 pad2,2  (batch 32")
+    assert max(len(line) for line in listing.stdout.splitlines()) <= 120
+    by = {}
+    for how in ("1", "op=bwd_data", "bwd_data x32x16x16", KEY.format(op="bwd_data")):
+        r = ucudnn("plan", "--table", keyed_table, "--kernel", how, "--workspace", "8KiB", "--json")
+        assert r.returncode == 0, (how, r.stderr)
+        by[how] = json.loads(r.stdout)
+    assert all(out["name"] == KEY.format(op="bwd_data") for out in by.values())
+    text = ucudnn("plan", "--table", keyed_table, "--kernel", "bwd_data", "--workspace", "8KiB")
+    assert text.returncode == 0 and text.stdout.startswith("bwd_data x32x16x16 w64x32x5x5 pad2,2: batch 32")
+    assert "4 x 8 ALGO_1" in text.stdout and KEY[:40] not in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message"),
+    [
+        ("op=bwd", "--kernel 'op=bwd' matches 2 kernels"),
+        ("3", "--kernel 3: the table has kernels 0 to 2"),
+        ("op=winograd", "unknown kernel 'op=winograd'"),
+    ],
+)
+def test_ambiguous_or_unknown_kernel_lists_short_names(keyed_table: str, kernel: str, message: str) -> None:
+    r = ucudnn("plan", "--table", keyed_table, "--kernel", kernel, "--workspace", "8KiB")
+    assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1
+    assert KEY[:60] not in r.stderr
+
+
+def test_division_table_fits_in_120_columns(keyed_table: str) -> None:
+    r = ucudnn("plan", "--table", keyed_table, "--total-workspace", "16KiB")
+    assert r.returncode == 0, r.stderr
+    assert "fwd x32x16x16 w64x32x5x5 pad2,2" in r.stdout and "x 8 IMPLICIT_PRECOMP_GEMM" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 120
 
 
 def test_infeasible_reuse_exits_1(tmp_path: Path) -> None:

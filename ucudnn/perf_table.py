@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ucudnn.optimizer import AlgoPerf, BatchSizePolicy, can_compose, candidate_batch_sizes, parse_policy
+from ucudnn.plan_text import short_kernel_name
 
 
 class PerfTableError(ValueError):
@@ -144,18 +145,42 @@ def check_coverage(kernel: KernelTable, batch: int, policy: BatchSizePolicy | st
         )
 
 
+def describe(kernels: Sequence[KernelTable]) -> list[str]:
+    """One line per kernel: its index (what ``--kernel`` takes), short name, batch and measured sizes."""
+    lines = []
+    for i, k in enumerate(kernels):
+        sizes = ",".join(map(str, sorted(k.measured_sizes())))
+        lines.append(f"[{i}] {short_kernel_name(k.name, 72)}  (batch {k.batch}, measured at b = {sizes})")
+    return lines
+
+
 def find(kernels: tuple[KernelTable, ...], name: str | None) -> KernelTable:
-    """The kernel called ``name``, or the only kernel when ``name`` is None."""
+    """The kernel ``name`` names: its exact name, its index in the table, or a part of exactly one kernel's name;
+    the only kernel when ``name`` is None."""
     if name is None:
-        if len(kernels) != 1:
-            names = ", ".join(k.name for k in kernels)
-            raise PerfTableError(f"the table has {len(kernels)} kernels ({names}): name one")
-        return kernels[0]
+        if len(kernels) == 1:
+            return kernels[0]
+        raise PerfTableError(_choose(kernels, f"the table has {len(kernels)} kernels: give --kernel"))
     for k in kernels:
         if k.name == name:
             return k
-    names = ", ".join(k.name for k in kernels)
-    raise PerfTableError(f"unknown kernel {name!r}: the table has {names}")
+    if name.isdigit():
+        if int(name) < len(kernels):
+            return kernels[int(name)]
+        raise PerfTableError(f"--kernel {name}: the table has kernels 0 to {len(kernels) - 1}")
+    matches = [k for k in kernels if name in k.name or name in short_kernel_name(k.name)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise PerfTableError(_choose(matches, f"--kernel {name!r} matches {len(matches)} kernels", kernels))
+    raise PerfTableError(_choose(kernels, f"unknown kernel {name!r}", kernels))
+
+
+def _choose(kernels: Sequence[KernelTable], problem: str, table: Sequence[KernelTable] = ()) -> str:
+    index = {id(k): i for i, k in enumerate(table or kernels)}
+    listing = ", ".join(f"[{index[id(k)]}] {short_kernel_name(k.name, 40)}" for k in kernels[:4])
+    more = f" and {len(kernels) - 4} more" if len(kernels) > 4 else ""
+    return f"{problem} (an index, a unique part of a name, or the name; --list shows all): {listing}{more}"
 
 
 def from_cache_export(

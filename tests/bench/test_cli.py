@@ -73,6 +73,25 @@ def test_bad_arguments_exit_2(args: list[str], needle: str, capsys: pytest.Captu
     assert needle in capsys.readouterr().err
 
 
+def test_plot_without_matplotlib_fails_before_running(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert main(["--quick", "--plot", str(tmp_path / "s.png"), "--progress", "lines"]) == 2
+    out = capsys.readouterr()
+    assert "--plot needs matplotlib" in out.err and "nothing was run" in out.err
+    assert "[1/" not in out.err and out.out == ""  # no progress, no summary: nothing ran
+
+
+def test_a_suite_run_says_what_its_labels_mean() -> None:
+    from ucudnn.bench.cli import build_parser, select_problems
+
+    problems, source, legend = select_problems(build_parser().parse_args(["--quick"]))
+    assert source == "suite quick" and "alexnet_conv5/4" in {p.label for p in problems}
+    assert "alexnet_conv5/4: AlexNet's conv5" in legend and "quarter of its channels" in legend
+    assert select_problems(build_parser().parse_args(["--problems", str(DATA / "conv_problems_small.h")]))[2] == ""
+
+
 def test_bad_verify_samples_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # The warm-up through the shim depends on it, so a value the shim would reject is refused before any run.
     monkeypatch.setenv("UCUDNN_VERIFY_SAMPLES", "three")
@@ -137,7 +156,7 @@ def assert_host_times(row: dict[str, Any]) -> None:
 
 def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     problems = write(tmp_path, "tiny.csv", TINY)
-    out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "cache.sqlite"
+    out_json, out_csv, db = tmp_path / "r.json", tmp_path / "r.csv", tmp_path / "new" / "cache.sqlite"
     args = [
         "--problems", str(problems), "--policy", "undivided,powerOfTwo,all", "--workspace", "16KiB,512KiB,2MiB",
         "--host-timing", "model", "--json", str(out_json), "--csv", str(out_csv), "--database", str(db),
@@ -146,6 +165,10 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     r = run_cli(*args, "--repeat", "1", "--calls-per-sample", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "geomean" in r.stdout and "total run time" in r.stdout
+    # Where everything went, and the library's version as a release.
+    assert f"wrote {out_json} " in r.stdout and f"wrote {out_csv} " in r.stdout and f"cache: {db} " in r.stdout
+    assert "host backend implementing cuDNN 9." in r.stdout and "API" not in r.stdout
+    assert f"ucudnn-bench: created directory {db.parent}\n" in r.stderr  # said once: not by the second run below
     doc = json.loads(out_json.read_text())
     rows = doc["rows"]
     assert len(rows) == 2 * 3 * 3 * 3  # problems x ops x limits x policies
@@ -183,6 +206,7 @@ def test_model_timed_run_agrees_with_plans(tmp_path: Path) -> None:
     # gives the same per-call model times as two.
     r2 = run_cli(*args, "--repeat", "2")
     assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert "created directory" not in r2.stderr
     rows2 = json.loads(out_json.read_text())["rows"]
     assert [row["micro_batches"] for row in rows2] == [row["micro_batches"] for row in rows]
     assert all(row["calls_per_sample"] == 1 and len(row["ucudnn_times_ms"]) == 2 for row in rows2)
@@ -313,7 +337,8 @@ def test_graph_api_rows_split_the_fastest_engine_within_the_limit(tmp_path: Path
 def test_a_terminated_run_writes_the_rows_it_measured(tmp_path: Path) -> None:
     """SIGTERM (``timeout``, a scheduler) after the first problem: the rows measured so far are reported and
     written, marked partial, and the exit status says the run was interrupted (130)."""
-    rows_in = "\n".join(f"{8 + 2 * i},{8 + 2 * i},4,8,4,3,3,1,1,1,1" for i in range(12))
+    # Many problems, so that the run cannot finish before the signal reaches it on a loaded machine.
+    rows_in = "\n".join(f"{8 + i % 12},{8 + i // 12},4,8,4,3,3,1,1,1,1" for i in range(60))
     problems = write(tmp_path, "many.csv", rows_in + "\n")
     out_json = tmp_path / "r.json"
     proc = subprocess.Popen(
@@ -323,7 +348,7 @@ def test_a_terminated_run_writes_the_rows_it_measured(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stderr is not None
-    for line in proc.stderr:  # progress lines: "[k/36] ..." before problem k's first op
+    for line in proc.stderr:  # progress lines: "[k/180] ..." before problem k's first op
         if line.startswith("ucudnn-bench: [4/"):
             proc.send_signal(signal.SIGTERM)
             break
@@ -332,5 +357,5 @@ def test_a_terminated_run_writes_the_rows_it_measured(tmp_path: Path) -> None:
     assert "interrupted; reporting and writing the" in err
     doc = json.loads(out_json.read_text())
     assert doc["meta"]["partial"] is True
-    assert 3 <= len(doc["rows"]) < 36 and all(r["status"] == "ok" for r in doc["rows"])
+    assert 3 <= len(doc["rows"]) < 180 and all(r["status"] == "ok" for r in doc["rows"])
     assert "interrupted after" in out

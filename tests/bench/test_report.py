@@ -56,8 +56,8 @@ def test_json_csv_and_plot(tmp_path: Path) -> None:
     report.write_csv(tmp_path / "r.csv", rows)
     with (tmp_path / "r.csv").open() as fh:
         got = list(csv.DictReader(fh))
-    assert len(got) == 3 and got[0]["micro_batches"] == "2 x b4 GEMM" and got[2]["speedup"] == ""
-    assert format_micro_batches(rows[0].micro_batches) == "2 x b4 GEMM"
+    assert len(got) == 3 and got[0]["micro_batches"] == "2 x 4 GEMM" and got[2]["speedup"] == ""
+    assert format_micro_batches(rows[0].micro_batches) == "2 x 4 GEMM"
     pytest.importorskip("matplotlib")
     report.write_plot(tmp_path / "r.png", rows, title="t")
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -69,11 +69,13 @@ def test_host_times_and_checks_are_shown() -> None:
     replaced.verified = replaced.rejected_by_measurement = True
     kept.undivided_host_us_per_call, kept.ucudnn_host_us_per_call = 12.5, 3.25
     detail = report.detail_table([kept, replaced, plain])
-    line_a, line_b, line_c = detail.splitlines()[1:4]
-    assert "12.5/3.2" in line_a and "checked: plan kept" in line_a
-    assert "checked: plan replaced by the undivided choice" in line_b
-    assert "checked" not in line_c and "-/-" in line_c  # not measured: no host time
-    assert detail.splitlines()[-1] == report.HOST_LEGEND and "before any synchronisation" in report.HOST_LEGEND
+    times_a, plan_a, _, plan_b, times_c, plan_c = detail.splitlines()[1:7]
+    assert "12.5/3.2" in times_a and plan_a == "  plan: 2 x 4 GEMM; cuDNN alone: ; checked: plan kept"
+    assert "checked: plan replaced by the undivided choice" in plan_b
+    assert "checked" not in plan_c and "-/-" in times_c  # not measured: no host time
+    assert "\n".join(detail.splitlines()[7:]).replace("\n", " ") == report.HOST_LEGEND
+    assert "before any synchronisation" in report.HOST_LEGEND
+    assert max(len(line) for line in detail.splitlines()) <= report.WIDTH
     text = report.summary_table([kept, replaced, plain], title="T", elapsed_s=0, device="d", timing="m")
     assert "checked on real executions: 2 new micro-batched plan(s), 1 replaced" in text
     alone = report.summary_table([plain], title="T", elapsed_s=0, device="d", timing="m")
@@ -93,3 +95,30 @@ def test_progress_modes() -> None:
     bar = io.StringIO()
     report.Progress("bar", bar)(1, 2, "b")
     assert "[" in bar.getvalue() and "1/2" in bar.getvalue()
+
+
+def test_the_spread_over_repeats_is_reported() -> None:
+    a, b = make_row("a", 1, 2.0), make_row("b", 1, 2.0)
+    # Speedups per repeat: a 2, 4, 1; b 2, 2, 2 -> lowest 1 and 2, highest 4 and 2.
+    a.undivided_times_ms, a.ucudnn_times_ms = [4.0, 8.0, 2.0], [2.0, 2.0, 2.0]
+    b.undivided_times_ms, b.ucudnn_times_ms = [4.0, 4.0, 4.0], [2.0, 2.0, 2.0]
+    assert a.sample_speedups() == [2.0, 4.0, 1.0]
+    [line] = report.summarise([a, b])
+    assert math.isclose(line.geomean_low, math.sqrt(2)) and math.isclose(line.geomean_high, math.sqrt(8))
+    b.undivided_times_ms = [4.0, 8.0, 2.0]  # now both vary alike: 1 and 4 each
+    [line] = report.summarise([a, b])
+    assert (line.geomean_low, line.geomean_high) == (1.0, 4.0)
+    text = report.summary_table([a, b], title="T", elapsed_s=0, device="d", timing="m", problems="suite s: labels")
+    assert "1.00-4.00x" in text and "repeats" in text and "suite s: labels" in text
+    assert "plan s: planning time" in text and "wrong: outputs that differed" in text
+    assert max(len(line) for line in text.splitlines()) <= report.WIDTH
+    detail = report.detail_table([a])
+    assert "1.00-4.00x" in detail.splitlines()[1]
+    unmeasured = make_row("c", 1, 1.0)
+    assert unmeasured.sample_speedups() == [] and "1.00x            -" in report.detail_table([unmeasured])
+
+
+def test_cudnn_version_reads_as_a_release() -> None:
+    from ucudnn.bench.capi import version_text
+
+    assert version_text(92400) == "9.24.0" and version_text(91901) == "9.19.1" and version_text(8907) == "8.9.7"

@@ -94,7 +94,7 @@ def test_errors(fake_build: FakeBuild, tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert "libucudnn.so is not built" in missing.stderr
     bad = ucudnn_run(fake_build.shim, "--workspace", "lots", "--", "true")
-    assert bad.returncode == 2 and "UCUDNN_DEFAULT_WORKSPACE_LIMIT" in bad.stderr
+    assert bad.returncode == 2 and "--workspace=" in bad.stderr and "UCUDNN_DEFAULT_WORKSPACE_LIMIT" in bad.stderr
     bad = ucudnn_run(fake_build.shim, "--policy", "sometimes", "--", "true")
     assert bad.returncode == 2 and "UCUDNN_BATCH_SIZE_POLICY" in bad.stderr
     assert ucudnn_run(fake_build.shim).returncode == 2
@@ -105,3 +105,35 @@ def test_errors(fake_build: FakeBuild, tmp_path: Path) -> None:
 def test_console_script_knows_run() -> None:
     proc = run_cmd([sys.executable, "-c", "from ucudnn.cli import main; main(['run', '--help'])"], clean_env())
     assert proc.returncode == 0 and "--workspace" in proc.stdout
+
+
+def test_preset_sets_the_policy_and_options_override_it(fake_build: FakeBuild) -> None:
+    show = ("--", sys.executable, "-c", SHOW_ENV)
+    tight = ucudnn_run(fake_build.shim, "--preset", "tight", *show)
+    assert tight.returncode == 0, tight.stderr
+    env = json.loads(tight.stdout)
+    assert env["UCUDNN_BATCH_SIZE_POLICY"] == "powerOfTwo" and env["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == str(8 << 20)
+    mine = ucudnn_run(fake_build.shim, "--preset", "tight", "--workspace", "1MiB", "--policy", "all", *show)
+    assert mine.returncode == 0, mine.stderr
+    env = json.loads(mine.stdout)
+    assert env["UCUDNN_BATCH_SIZE_POLICY"] == "all" and env["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == "1MiB"
+    bad = ucudnn_run(fake_build.shim, "--preset", "roomy", *show)
+    assert bad.returncode == 2 and "--preset" in bad.stderr and "memory-saver" in bad.stderr
+
+
+def test_errors_name_the_option_typed(fake_build: FakeBuild) -> None:
+    # A preset given as --policy (the batch-size policy) is pointed at --preset.
+    bad = ucudnn_run(fake_build.shim, "--policy", "tight", "--", "true")
+    assert bad.returncode == 2 and bad.stderr.startswith("ucudnn run: --policy='tight'")
+    assert "--preset tight" in bad.stderr
+    bad = ucudnn_run(fake_build.shim, "--total-workspace", "huge", "--", "true")
+    assert bad.returncode == 2 and bad.stderr.startswith("ucudnn run: --total-workspace='huge'")
+
+
+def test_a_new_database_directory_is_created_and_said(fake_build: FakeBuild, tmp_path: Path) -> None:
+    target = tmp_path / "new" / "cache.sqlite"
+    first = ucudnn_run(fake_build.shim, "--database", str(target), "--", "true")
+    assert first.returncode == 0 and f"created directory {target.parent}" in first.stderr
+    assert target.parent.is_dir() and not target.exists()
+    again = ucudnn_run(fake_build.shim, "--database", str(target), "--", "true")
+    assert again.returncode == 0 and "created" not in again.stderr

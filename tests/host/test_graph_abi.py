@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REAL_CUDNN_INSTALL
+
 INCLUDE = Path(__file__).resolve().parents[2] / "shim" / "include" / "ucudnn"
 OURS_RE = re.compile(r"\b(CUDNN_\w+)\s*=\s*(\d+)")
 # The wheel marks deprecated enumerators between the name and the value.
@@ -28,7 +30,10 @@ def wheel_include() -> Path:
         if (c / "cudnn_graph.h").exists():
             return c
     where = [str(c) for c in candidates] or "no nvidia package"
-    pytest.skip(f"the nvidia-cudnn wheel's headers are not installed (looked for cudnn_graph.h in {where})")
+    pytest.skip(
+        f"the nvidia-cudnn wheel's headers are not installed (looked for cudnn_graph.h in {where}): "
+        f"{REAL_CUDNN_INSTALL}"
+    )
 
 
 def enums(path: Path, pattern: re.Pattern[str]) -> dict[str, int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import cudnn as C
 
 pytestmark = pytest.mark.realcudnn
@@ -39,7 +40,7 @@ def _real_lib_path() -> Path | None:
 def real() -> C.Cudnn:
     path = _real_lib_path()
     if path is None:
-        pytest.skip("the real libcudnn.so.9 (nvidia-cudnn-cu12/-cu13 wheel, or UCUDNN_REAL_LIBCUDNN) is not available")
+        pytest.skip(f"the real libcudnn.so.9 is not available: {REAL_CUDNN_INSTALL}, or set UCUDNN_REAL_LIBCUDNN")
     return C.Cudnn(ctypes.CDLL(str(path)))
 
 

@@ -46,7 +46,7 @@ def host_lib() -> Path:
 def compile_c(*sources: Path, output: Path, link_cudnn: bool) -> Path:
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
-        pytest.skip(f"no C compiler ({cc}) to build {sources[0].name}")
+        pytest.skip(f"no C compiler ({cc}) to build {sources[0].name}: install one (apt-get install gcc) or set CC")
     cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE)]
     cmd += [str(s) for s in sources] + ["-o", str(output)]
     if link_cudnn:

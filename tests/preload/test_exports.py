@@ -26,7 +26,7 @@ def _preload_build() -> ModuleType:
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.skip(f"{name} (binutils) not on PATH")
+        pytest.skip(f"{name} not on PATH: install binutils (e.g. apt-get install binutils)")
     return path
 
 

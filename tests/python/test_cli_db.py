@@ -45,7 +45,7 @@ def test_stats_list_export_import_clear(db: Path, tmp_path: Path) -> None:
     assert counts["backends"] == {"gpu": {"benchmark_runs": 3, "plans": 1}}
 
     listing = ucudnn("db", "--database", str(db), "list")
-    assert listing.returncode == 0 and KEY in listing.stdout and "4:algo1" in listing.stdout
+    assert listing.returncode == 0 and "[0] " in listing.stdout and "1 x 4 ALGO_1" in listing.stdout
 
     exported = ucudnn("db", "--database", str(db), "export")
     assert exported.returncode == 0 and json.loads(exported.stdout)["format"] == "ucudnn-cache"
@@ -118,3 +118,49 @@ def test_export_perf_table_needs_one_backend(db: Path, tmp_path: Path) -> None:
     assert kernel["batch"] == 8 and len(kernel["measurements"]) == 1
     r = ucudnn("db", "--database", str(db), "export", "--batch", "8")
     assert r.returncode == 2 and "--perf-table" in r.stderr
+
+
+def test_database_goes_before_or_after_the_action(db: Path) -> None:
+    before = ucudnn("db", "--database", str(db), "stats", "--json")
+    after = ucudnn("db", "stats", "--database", str(db), "--json")
+    assert before.returncode == after.returncode == 0, before.stderr + after.stderr
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert ucudnn("db", "list", "--database", str(db)).returncode == 0
+
+
+@pytest.mark.parametrize("action", [["stats"], ["list"], ["export"], ["clear", "--yes"]])
+def test_read_only_actions_never_create_a_cache(tmp_path: Path, action: list[str]) -> None:
+    typo = tmp_path / "typo" / "x.sqlite"
+    r = ucudnn("db", "--database", str(typo), *action)
+    assert r.returncode == 2 and r.stderr == f"ucudnn db: no cache at {typo} (its directory does not exist either; " \
+        "--database or UCUDNN_DATABASE names the file)\n"
+    assert not typo.parent.exists()
+    (tmp_path / "typo").mkdir()
+    r = ucudnn("db", *action, "--database", str(typo))
+    assert r.returncode == 2 and str(typo) in r.stderr and "nothing has been cached there" in r.stderr
+    assert list((tmp_path / "typo").iterdir()) == []
+
+
+def test_import_creates_the_directory_and_says_so(db: Path, tmp_path: Path) -> None:
+    exported = ucudnn("db", "--database", str(db), "export")
+    target = tmp_path / "new" / "dir" / "c.sqlite"
+    r = ucudnn("db", "import", "-", "--database", str(target), stdin=exported.stdout)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == f"ucudnn db: created directory {target.parent}\n" and target.is_file()
+    again = ucudnn("db", "import", "-", "--database", str(target), stdin=exported.stdout)
+    assert again.returncode == 0 and again.stderr == ""
+
+
+def test_list_fits_in_120_columns_with_short_names(tmp_path: Path) -> None:
+    key = ("op=fwd;dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
+           "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default")
+    path = tmp_path / "c.sqlite"
+    with Cache(path) as c:
+        c.put_benchmark(key, "host", 32, [AlgoPerf(32, 2, 1.0, 1 << 20), AlgoPerf(32, 4, 2.0, 0)])
+        steps = (*[MicroBatch(8, 2, 0.2, 1 << 18)] * 3, MicroBatch(4, 4, 0.1, 0), MicroBatch(4, 4, 0.1, 0))
+        c.put_plan(PlanKey(key, "host", 32, "powerOfTwo", 1 << 20, False), Plan(steps))
+    r = ucudnn("db", "list", "--database", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "[0] fwd x32x16x16 w64x32x5x5 pad2,2" in r.stdout and key not in r.stdout
+    assert "3 x 8 GEMM + 2 x 4 FFT" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 120

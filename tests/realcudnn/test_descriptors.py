@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import _paths
 
 pytestmark = pytest.mark.realcudnn
@@ -32,7 +33,7 @@ def _real_libcudnn() -> Path:
         if candidate.exists():
             return candidate
     pytest.skip(
-        "the real libcudnn.so.9 (pip install nvidia-cudnn-cu12 or -cu13) was not found; searched: "
+        f"the real libcudnn.so.9 was not found ({REAL_CUDNN_INSTALL}); searched: "
         + ", ".join(searched)
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import _paths
 
 from .test_descriptors import _real_libcudnn
@@ -47,7 +48,7 @@ RENAMED = {
 def _wheel_header() -> Path:
     header = _real_libcudnn().parents[1] / "include" / "cudnn_graph.h"
     if not header.exists():
-        pytest.skip(f"the wheel's cudnn_graph.h is not at {header}")
+        pytest.skip(f"the wheel's cudnn_graph.h is not at {header} (reinstall: {REAL_CUDNN_INSTALL})")
     return header
 
 

@@ -1,7 +1,9 @@
 """``ucudnn db``: inspect and maintain the SQLite cache of benchmarks and plans.
 
 ``stats``, ``list``, ``export [FILE]`` (stdout by default), ``import FILE`` (``-`` for stdin), ``clear
-[--plans-only] [--yes]``. Exit status 0 on success, 2 for bad input (a one-line message on stderr).
+[--plans-only] [--yes]``; ``--database`` before or after the action. Only ``import`` creates a cache (saying so
+when it creates its directory); the others need an existing one. Exit status 0 on success, 2 for bad input or
+no cache at the path (a one-line message on stderr).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 from ucudnn import config, perf_table
 from ucudnn.cache import Cache, CacheError
+from ucudnn.cli._files import MissingFile, ensure_parent, existing_cache
+from ucudnn.plan_text import format_plan, op_of_key, short_kernel_name
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -22,19 +26,34 @@ class _BadInput(Exception):
     pass
 
 
+_DATABASE_HELP = "cache file (default: from UCUDNN_DATABASE or per-user); before or after ACTION"
+# Actions that only read the cache: they need an existing file and never create one.
+_READ_ONLY = frozenset({"stats", "list", "export", "clear"})
+
+
+def _action(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
+) -> argparse.ArgumentParser:
+    """An action's parser; it takes --database too (``ucudnn db stats --database F``), without overriding one
+    given before the action when it is not repeated."""
+    parser = actions.add_parser(name, help=text)
+    parser.add_argument("--database", metavar="PATH", default=argparse.SUPPRESS, help=_DATABASE_HELP)
+    return parser
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "db",
         help="inspect and maintain the cache of benchmarks and plans",
         description="Inspect and maintain the SQLite cache (UCUDNN_DATABASE, else the per-user default).",
     )
-    p.add_argument("--database", metavar="PATH", help="cache file (default: from UCUDNN_DATABASE or per-user)")
+    p.add_argument("--database", metavar="PATH", help=_DATABASE_HELP)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    stats = actions.add_parser("stats", help="counts of kernels, benchmark rows and plans; file size; backends")
+    stats = _action(actions, "stats", "counts of kernels, benchmark rows and plans; file size; backends")
     stats.add_argument("--json", action="store_true", help="print a JSON object")
-    listing = actions.add_parser("list", help="kernels with the batch sizes benchmarked and their plans")
+    listing = _action(actions, "list", "kernels (short names; full keys with --json), sizes benchmarked, plans")
     listing.add_argument("--json", action="store_true", help="print JSON")
-    export = actions.add_parser("export", help="write everything as JSON (stable order)")
+    export = _action(actions, "export", "write everything as JSON (stable order)")
     export.add_argument("file", nargs="?", default="-", metavar="FILE", help="output file (default: stdout)")
     export.add_argument(
         "--perf-table",
@@ -45,9 +64,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--batch", type=int, help="with --perf-table: mini-batch of every kernel (default: the largest measured)"
     )
     export.add_argument("--backend-id", help="with --perf-table: the backend to export (needed if there are several)")
-    imp = actions.add_parser("import", help="merge a JSON export into the cache (validated first)")
+    imp = _action(actions, "import", "merge a JSON export into the cache (validated first; creates the cache)")
     imp.add_argument("file", metavar="FILE", help="JSON file written by `ucudnn db export` (- for stdin)")
-    clear = actions.add_parser("clear", help="delete everything, or only the plans")
+    clear = _action(actions, "clear", "delete everything, or only the plans")
     clear.add_argument("--plans-only", action="store_true", help="keep the benchmark rows")
     clear.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=run)
@@ -56,8 +75,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         path = Path(args.database).expanduser() if args.database else config.database_path()
+        if args.action in _READ_ONLY:
+            existing_cache(path)  # a typo must not become an empty cache
         if args.action == "import":
             data = _read_json(args.file)  # before opening: a bad file must not create an empty cache
+            ensure_parent(path, "ucudnn db")
         with Cache(path) as cache:
             if args.action == "stats":
                 _print_stats(cache.stats(), args.json)
@@ -78,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.yes and not _confirm(f"delete {what} in {path}?"):
                     raise _BadInput(f"not clearing {path} without confirmation (pass --yes)")
                 print(f"deleted {_counts(cache.clear(plans_only=args.plans_only))} from {path}")
-    except (_BadInput, CacheError, config.ConfigError, perf_table.PerfTableError) as exc:
+    except (_BadInput, MissingFile, CacheError, config.ConfigError, perf_table.PerfTableError) as exc:
         print(f"ucudnn db: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:
@@ -137,18 +159,23 @@ def _print_list(kernels: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(kernels, indent=2, sort_keys=True))
         return
-    for k in kernels:
-        print(f"{k['key']}  [{k['backend_id']}]")
+    backends = sorted({str(k["backend_id"]) for k in kernels})
+    for b, backend in enumerate(backends, 1):
+        print(f"backend {b}: {backend}")
+    print(f"{len(kernels)} kernel(s); plans read `count x micro-batch size algorithm`; full keys: --json")
+    for i, k in enumerate(kernels):
+        print(f"[{i}] {short_kernel_name(k['key'], 100)}  (backend {backends.index(str(k['backend_id'])) + 1})")
         sizes = k["batches_benchmarked"]
         print(f"  benchmarked at b = {', '.join(map(str, sizes)) if sizes else '(none)'}")
+        op = op_of_key(k["key"])
         for p in k["plans"]:
             steps = p["micro_batches"]
             try:
-                shown = " + ".join(f"{s[0]}:algo{s[1]}" for s in steps)
-                cost = f"{float(p['time_ms']):.6g} ms, {config.format_size(int(p['workspace_bytes']))}"
+                shown = format_plan(steps, op)
+                cost = f"{float(p['time_ms']):.4g} ms, {config.format_size(int(p['workspace_bytes']))}"
             except (TypeError, ValueError, IndexError, KeyError):  # a damaged row is shown, not fatal
-                shown, cost = repr(steps), f"{p['time_ms']!r} ms, {p['workspace_bytes']!r} B"
+                shown, cost = repr(steps)[:60], f"{p['time_ms']!r} ms, {p['workspace_bytes']!r} B"
             limit = p["workspace_limit"]
             limit_text = config.format_size(limit) if isinstance(limit, int) else repr(limit)
             det = " det" if p["deterministic_only"] else ""
-            print(f"  plan N={p['batch']} {p['policy']} limit={limit_text}{det}: {shown}  {cost}")
+            print(f"  N={p['batch']} {p['policy']} limit {limit_text}{det}: {shown} ({cost})")

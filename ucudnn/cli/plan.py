@@ -14,7 +14,7 @@ from typing import Any
 
 from ucudnn import perf_table
 from ucudnn._stdio import native_stdout_to_stderr as native_stdout_to_stderr  # re-exported (bench imports it here)
-from ucudnn.config import ConfigError, parse_size
+from ucudnn.config import ConfigError, format_size, parse_size
 from ucudnn.optimizer import (
     BatchSizePolicy,
     DivisionResult,
@@ -27,6 +27,7 @@ from ucudnn.optimizer import (
     pareto_front,
     parse_policy,
 )
+from ucudnn.plan_text import format_plan, op_of_key, short_kernel_name
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -47,7 +48,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--workspace", metavar="LIMIT", help="per-kernel workspace limit (bytes, 64MiB, 1GiB)")
     mode.add_argument("--total-workspace", metavar="LIMIT", help="workspace budget shared by all kernels")
-    p.add_argument("--kernel", metavar="NAME", help="kernel to plan (Workspace Reuse; default: the only one)")
+    mode.add_argument("--list", action="store_true", help="list the table's kernels (index, short name) and exit")
+    p.add_argument(
+        "--kernel",
+        metavar="K",
+        help="kernel to plan (Workspace Reuse): its index in --list, a part of exactly one kernel's name, or the "
+        "name (default: the only one)",
+    )
     p.add_argument("--batch", type=int, metavar="B", help="mini-batch size (default: the kernel's batch)")
     p.add_argument("--policy", default="powerOfTwo", metavar="P", help="undivided, powerOfTwo (default) or all")
     p.add_argument("--pareto", action="store_true", help="print the whole time/workspace Pareto set")
@@ -67,6 +74,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.list:
+        kernels = perf_table.load(args.table)
+        if args.json:
+            print(json.dumps([{"index": i, "name": k.name, "short_name": short_kernel_name(k.name),
+                               "batch": k.batch} for i, k in enumerate(kernels)], indent=2))
+        else:
+            print("\n".join(perf_table.describe(kernels)))
+        return EXIT_OK
     policy = parse_policy(args.policy)
     if args.batch is not None and args.batch < 1:
         raise _BadInput(f"--batch must be positive, not {args.batch}")
@@ -98,27 +113,21 @@ def _plan_json(name: str, plan: Plan) -> dict[str, Any]:
     }
 
 
-def _plan_text(plan: Plan) -> str:
-    """Equal consecutive micro-batches are grouped: ``4 x 32 (algo 1)``."""
-    groups: list[list[Any]] = []
-    for mb in plan.micro_batches:
-        if groups and groups[-1][1:] == [mb.batch, mb.algo, mb.math_type]:
-            groups[-1][0] += 1
-        else:
-            groups.append([1, mb.batch, mb.algo, mb.math_type])
-    parts = []
-    for count, batch, algo, math_type in groups:
-        mt = f", math {math_type}" if math_type else ""
-        parts.append(f"{count} x {batch} (algo {algo}{mt})")
-    return " + ".join(parts)
+def _plan_text(name: str, plan: Plan) -> str:
+    """``4 x 32 GEMM (math 1)``: the notation of every table (:mod:`ucudnn.plan_text`)."""
+    return format_plan(((mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches), op_of_key(name))
 
 
 def _infeasible(args: argparse.Namespace, name: str, message: str) -> int:
     if args.json:
         print(json.dumps({"name": name, "status": Status.INFEASIBLE.value, "message": message}, indent=2))
     else:
-        print(f"{name}: infeasible: {message}")
+        print(f"{short_kernel_name(name)}: infeasible: {message}")
     return EXIT_INFEASIBLE
+
+
+def _heading(name: str, batch: int, policy: BatchSizePolicy, limit: int) -> str:
+    return f"{short_kernel_name(name)}: batch {batch}, policy {policy.value}, limit {format_size(limit)}"
 
 
 def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int, policy: BatchSizePolicy) -> int:
@@ -135,10 +144,10 @@ def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int,
         if args.json:
             print(json.dumps([_plan_json(kernel.name, p) for p in by_time], indent=2))
         else:
-            print(f"{kernel.name}: batch {batch}, policy {policy.value}, limit {limit} bytes: {len(front)} plan(s)")
-            print(f"{'time_ms':>12} {'workspace_bytes':>16}  micro-batches")
+            print(f"{_heading(kernel.name, batch, policy, limit)}: {len(front)} plan(s)")
+            print(f"{'time ms':>10} {'workspace':>10}  micro-batches (count x size algorithm)")
             for p in by_time:
-                print(f"{p.time_ms:12.6g} {p.workspace_bytes:16d}  {_plan_text(p)}")
+                print(f"{p.time_ms:10.4g} {format_size(p.workspace_bytes):>10}  {_plan_text(kernel.name, p)}")
         return EXIT_OK
     result = best_plan(kernel.perfs, **common)
     if result.plan is None:
@@ -149,10 +158,10 @@ def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int,
                "batch": batch, "policy": policy.value, "workspace_limit_bytes": limit}
         print(json.dumps(out, indent=2))
     else:
-        print(f"{kernel.name}: batch {batch}, policy {policy.value}, limit {limit} bytes")
-        print(f"  time {plan.time_ms:.6g} ms, workspace {plan.workspace_bytes} bytes, "
+        print(_heading(kernel.name, batch, policy, limit))
+        print(f"  time {plan.time_ms:.6g} ms, workspace {format_size(plan.workspace_bytes)}, "
               f"{'deterministic' if plan.deterministic else 'non-deterministic'}")
-        print(f"  micro-batches: {_plan_text(plan)}")
+        print(f"  micro-batches (count x size algorithm): {_plan_text(kernel.name, plan)}")
     return EXIT_OK
 
 
@@ -186,15 +195,17 @@ def _division(
         }
         print(json.dumps(out, indent=2))
     else:
-        print(f"workspace division ({args.method}), policy {policy.value}, budget {budget} bytes: "
+        print(f"workspace division ({args.method}), policy {policy.value}, budget {format_size(budget)}: "
               f"{result.status.value}")
         print(f"  {result.message}")
         if chosen:
-            width = max(len(name) for name, _ in chosen)
-            print(f"{'kernel':<{width}} {'time_ms':>12} {'workspace_bytes':>16}  micro-batches")
-            for name, p in chosen:
-                print(f"{name:<{width}} {p.time_ms:12.6g} {p.workspace_bytes:16d}  {_plan_text(p)}")
-            print(f"{'total':<{width}} {result.total_time_ms:12.6g} {result.total_workspace_bytes:16d}  "
+            shown = [short_kernel_name(name, 48) for name, _ in chosen]
+            width = max(len("kernel"), *(len(s) for s in shown))
+            print(f"{'kernel':<{width}} {'time ms':>10} {'workspace':>10}  micro-batches (count x size algorithm)")
+            for short, (name, p) in zip(shown, chosen, strict=True):
+                print(f"{short:<{width}} {p.time_ms:10.4g} {format_size(p.workspace_bytes):>10}  "
+                      f"{_plan_text(name, p)}")
+            print(f"{'total':<{width}} {result.total_time_ms:10.4g} {format_size(result.total_workspace_bytes):>10}  "
                   f"(solved in {result.solve_time_s:.3g} s)")
     if result.status in (Status.OPTIMAL, Status.FEASIBLE):
         return EXIT_OK

@@ -2,9 +2,10 @@
 
 The command replaces this process (exec), so its exit status, signals and terminal are the program's own. Its
 environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entries and the ``UCUDNN_*`` variables
-the options set. PyTorch stays on its default cuDNN path, the graph API (``--torch-api graph`` also removes an
-inherited ``TORCH_CUDNN_V8_API_DISABLED``); ``--torch-api legacy`` sets ``TORCH_CUDNN_V8_API_DISABLED=1`` for its
-legacy convolution path. Exit status 2: a bad option or no built shim; 127: the command was not found.
+the options set (``--preset``: those of a named policy of ``ucudnn.policy``, under the other options). PyTorch
+stays on its default cuDNN path, the graph API (``--torch-api graph`` also removes an inherited
+``TORCH_CUDNN_V8_API_DISABLED``); ``--torch-api legacy`` sets ``TORCH_CUDNN_V8_API_DISABLED=1`` for its legacy
+convolution path. Exit status 2: a bad option or no built shim; 127: the command was not found.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ucudnn import _paths, config
+from ucudnn.cli._files import ensure_parent
+from ucudnn.policy import PRESETS, preset
 
 # Option destination -> the variable it sets, parsed and checked with that variable's declaration.
 _OPTION_VARS: tuple[tuple[str, str], ...] = (
@@ -36,6 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run CMD with libucudnn.so preloaded. Put `--` before CMD.",
     )
     policies = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
+    p.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        metavar="NAME",
+        help=f"a named policy (ucudnn.policy.preset): {', '.join(PRESETS)}; the options below override it",
+    )
     p.add_argument("--policy", metavar="P", help=f"batch-size policy: {', '.join(policies)}")
     p.add_argument(
         "--workspace",
@@ -61,9 +70,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload: Path) -> dict[str, str]:
     """The command's environment: ``base`` plus the preload and the options' variables.
 
-    Raises config.ConfigError (naming the variable) for a bad option value.
+    Raises config.ConfigError (naming the option, then the variable it sets) for a bad option value.
     """
     env = dict(base)
+    if getattr(args, "preset", None) is not None:
+        env.update(preset(args.preset).to_env())
     shim = str(preload)
     # LD_PRELOAD takes spaces or colons; keep the user's entries, after ours, without repeating ours.
     existing = [e for e in env.get("LD_PRELOAD", "").replace(":", " ").split() if e and e != shim]
@@ -81,7 +92,10 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
         if dest in _PATH_OPTIONS:
             # The program may change directory; the file it means is the one relative to here.
             text = str(Path(text).expanduser().resolve())
-        config.parse(config.BY_NAME[name], text)
+        try:
+            config.parse(config.BY_NAME[name], text)
+        except config.ConfigError as exc:
+            raise config.ConfigError(_option_error(dest, name, text, str(exc))) from None
         env[name] = text
     # exec keeps the pid: the program itself (not its children) says at exit if the shim saw no cuDNN call.
     env["UCUDNN_RUN_PID"] = str(os.getpid())
@@ -93,6 +107,15 @@ def _drop_stale_stats(env: Mapping[str, str]) -> None:
     target = env.get("UCUDNN_STATS_FILE", "").strip()
     if target and "%p" not in target:
         Path(target).unlink(missing_ok=True)
+
+
+def _option_error(dest: str, name: str, text: str, message: str) -> str:
+    """The variable's message, about the option the user typed: ``--workspace='lots': expected ...``."""
+    option = "--" + dest.replace("_", "-")
+    message = message.replace(f"{name}=", f"{option}=", 1)
+    if dest == "policy" and text in PRESETS:
+        message += f" ({text!r} is a preset: --preset {text})"
+    return f"{message} (the option sets {name})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
     except _paths.NotBuiltError as exc:
         print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
         return 2
+    for dest, name in _OPTION_VARS:
+        if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None:
+            ensure_parent(Path(env[name]), "ucudnn run")  # the program writes there
     try:
         _drop_stale_stats(env)
     except OSError as exc:
