@@ -140,9 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="K",
         help="back-to-back calls per timing sample, issued without synchronising; the sample's time is divided by "
-        "K (default 10 on cuda, where calls are asynchronous and one call between two events measures the host's "
-        "latency, not the kernel; 1 on host, whose calls are synchronous: more would measure the same thing, only "
-        "slower)",
+        "K (default on cuda: enough calls for a sample of --sample-ms by the kernel's Find time, 2 to 10 -- calls are "
+        "asynchronous there and one call between two events measures the host's latency, not the kernel; 1 on host, "
+        "whose calls are synchronous: more would measure the same thing, only slower)",
+    )
+    what.add_argument(
+        "--sample-ms",
+        type=float,
+        default=2.0,
+        metavar="MS",
+        help="cuda without --calls-per-sample: the length a timing sample is sized for (default 2)",
     )
     what.add_argument("--warmup", type=int, default=1, metavar="W", help="untimed samples first (default 1)")
     what.add_argument("--tolerance", type=float, help="max relative output error (default: backend's)")
@@ -271,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--repeat must be positive and --warmup not negative")
         if args.calls_per_sample is not None and args.calls_per_sample <= 0:
             raise UsageError(f"--calls-per-sample {args.calls_per_sample}: must be positive")
+        if not args.sample_ms > 0:
+            raise UsageError(f"--sample-ms {args.sample_ms}: must be positive")
         threads = args.threads
         if threads is None and args.quick and args.backend == "host" and "OPENBLAS_NUM_THREADS" not in os.environ:
             threads = 1  # steady timings on a shared or small machine; see --threads
@@ -302,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
+    adaptive = args.calls_per_sample is None and args.backend == "cuda"
     calls = args.calls_per_sample if args.calls_per_sample is not None else default_calls_per_sample(args.backend)
 
     try:
@@ -317,7 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         tolerance=args.tolerance,
         seed=args.seed,
-        calls_per_sample=calls,
+        calls_per_sample=None if adaptive else calls,
+        sample_ms=args.sample_ms,
         verify_samples=samples,
         api=args.api,
     )
@@ -367,7 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "limits_bytes": limits,
         "policies": policies,
         "repeat": repeat,
-        "calls_per_sample": calls,
+        # "auto": each row's own count (2 to 10, sized for sample_ms); else the fixed count
+        "calls_per_sample": "auto" if adaptive else calls,
+        "sample_ms": args.sample_ms if adaptive else None,
         "warmup": args.warmup,
         "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,

@@ -15,7 +15,9 @@ Per problem and op:
 
 Timing, as a framework runs: each sample is ``calls_per_sample`` back-to-back calls issued without synchronising
 between them (GPU calls are asynchronous; a framework issues its convolutions one after another), and its time is
-the total divided by the number of calls. Every execution is warmed up, then sampled ``repeat`` times; the median
+the total divided by the number of calls. On a GPU the count adapts to the kernel unless given: enough calls for a
+sample of ``sample_ms`` by cuDNN's Find time at N (2 to 10 calls), so that a long kernel is not run ten times per
+sample when two already hide the host's latency. Every execution is warmed up, then sampled ``repeat`` times; the median
 is reported. The undivided baseline and ucudnn are sampled alternately, so that both see the same background load
 on a shared machine. The host time spent issuing each sample's calls (before any synchronisation) is reported per
 call as well: it is what each call costs the framework's thread.
@@ -111,12 +113,21 @@ class Row:
 
 
 DEFAULT_CALLS_PER_SAMPLE = {"cuda": 10, "host": 1}
+MIN_PIPELINED_CALLS = 2  # a sample of one call between two events measures the host's latency, not the kernel
+SAMPLE_MS = 2.0  # on a GPU, calls per sample adapt so that a sample lasts about this long
 
 
 def default_calls_per_sample(backend: str) -> int:
-    """Back-to-back calls per sample: 10 on a GPU (its calls are asynchronous), 1 on the host backend (its calls
-    are synchronous, so more would measure the same thing, only slower)."""
+    """Back-to-back calls per sample at most: 10 on a GPU (its calls are asynchronous), 1 on the host backend (its
+    calls are synchronous, so more would measure the same thing, only slower)."""
     return DEFAULT_CALLS_PER_SAMPLE.get(backend, 1)
+
+
+def adaptive_calls(kernel_ms: float, sample_ms: float, most: int) -> int:
+    """Calls per sample for a kernel of ``kernel_ms``: enough for ``sample_ms``, between 2 and ``most``."""
+    if not math.isfinite(kernel_ms) or kernel_ms <= 0:
+        return most
+    return max(min(MIN_PIPELINED_CALLS, most), min(most, math.ceil(sample_ms / kernel_ms)))
 
 
 def verify_samples() -> int:
@@ -139,7 +150,8 @@ class RunConfig:
     warmup: int = 1  # untimed samples before timing
     tolerance: float | None = None  # None: the backend's default
     seed: int = 1234
-    calls_per_sample: int | None = None  # None: default_calls_per_sample(backend)
+    calls_per_sample: int | None = None  # None: default_calls_per_sample(backend), adapted per kernel on a GPU
+    sample_ms: float = SAMPLE_MS  # the adapted samples' length
     verify_samples: int | None = None  # None: verify_samples(), read from the environment
     api: str = "legacy"  # how ucudnn is called: the legacy convolution API, or the graph (backend) API
 
@@ -171,13 +183,18 @@ def _calls_per_sample(cfg: RunConfig, backend: Backend) -> int:
     return cfg.calls_per_sample if cfg.calls_per_sample is not None else default_calls_per_sample(backend.name)
 
 
+def _adapts(cfg: RunConfig, backend: Backend) -> bool:
+    """Whether calls per sample follow each kernel's time: on a GPU (asynchronous calls), unless given."""
+    return cfg.calls_per_sample is None and backend.name == "cuda"
+
+
 def _count(stats: dict[str, Any], key: str) -> int:
     """A counter of the preload library's stats; 0 when this build does not have it."""
     value = stats.get(key, 0)
     return int(value) if isinstance(value, int | float) else 0
 
 
-def _base_row(p: Problem, op: str, limit: int, policy: str, backend: Backend, cfg: RunConfig) -> Row:
+def _base_row(p: Problem, op: str, limit: int, policy: str, backend: Backend, cfg: RunConfig, calls: int) -> Row:
     return Row(
         problem=p.label,
         origin=p.origin,
@@ -198,7 +215,7 @@ def _base_row(p: Problem, op: str, limit: int, policy: str, backend: Backend, cf
         policy=policy,
         timing=backend.timing,
         repeat=cfg.repeat,
-        calls_per_sample=_calls_per_sample(cfg, backend),
+        calls_per_sample=calls,
         tolerance=cfg.tolerance if cfg.tolerance is not None else backend.default_tolerance,
     )
 
@@ -229,7 +246,7 @@ class Runner:
     def __init__(self, backend: Backend, cfg: RunConfig, progress: ProgressFn | None = None) -> None:
         self.b = backend
         self.cfg = cfg
-        self.calls = _calls_per_sample(cfg, backend)
+        self.most_calls = self.calls = _calls_per_sample(cfg, backend)
         self.verify_calls = verify_calls(cfg.verify_samples if cfg.verify_samples is not None else verify_samples())
         if self.calls <= 0 or cfg.repeat <= 0 or cfg.warmup < 0:
             raise ValueError("calls_per_sample and repeat must be positive, warmup not negative")
@@ -252,7 +269,7 @@ class Runner:
         out: list[Row] = []
         for limit in self.cfg.limits:
             for policy in self.cfg.policies:
-                row = _base_row(p, op, limit, policy, self.b, self.cfg)
+                row = _base_row(p, op, limit, policy, self.b, self.cfg, self.calls)
                 row.status, row.reason = "skipped", reason
                 out.append(row)
         return out
@@ -323,6 +340,8 @@ class Runner:
             statuses = ", ".join(f"{algo_name(op, x.algo)}={x.status}" for x in case.perfs) or "no results"
             return self._skipped(p, op, f"no algorithm succeeded at N={p.n} ({statuses})")
         ceiling = ok[0]
+        if _adapts(self.cfg, self.b):
+            self.calls = adaptive_calls(ceiling.time_ms, self.cfg.sample_ms, self.most_calls)
         try:
             # Every undivided algorithm used below fits in the ceiling's workspace (a faster one that fits a limit
             # would be the ceiling): one buffer of that size serves them all; only a larger ucudnn plan grows it.
@@ -337,7 +356,7 @@ class Runner:
         for limit in self.cfg.limits:
             fits = [x for x in ok if x.memory_bytes <= limit]
             for policy in self.cfg.policies:
-                row = _base_row(p, op, limit, policy, self.b, self.cfg)
+                row = _base_row(p, op, limit, policy, self.b, self.cfg, self.calls)
                 row.ceiling_algo = algo_name(op, ceiling.algo)
                 row.ceiling_workspace_bytes = ceiling.memory_bytes
                 row.ceiling_ms = ceiling_ms

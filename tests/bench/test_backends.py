@@ -59,8 +59,9 @@ cifar_conv2,16,16,32,6,32,5,5,2,2,1,1
 
 
 def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
-    """``--backend cuda`` end to end on fake_cupy: 10 calls per sample by default, device-side comparison,
-    outputs that match, micro-batched plans checked before timing."""
+    """``--backend cuda`` end to end on fake_cupy: calls per sample sized for a 2 ms sample (10, the most, for
+    these microsecond kernels), device-side comparison, outputs that match, micro-batched plans checked before
+    timing."""
     problems = tmp_path / "tiny.csv"
     problems.write_text(TINY)
     out_json = tmp_path / "r.json"
@@ -86,7 +87,7 @@ def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out_json.read_text())
-    assert doc["meta"]["backend"] == "cuda" and doc["meta"]["calls_per_sample"] == 10
+    assert doc["meta"]["backend"] == "cuda" and doc["meta"]["calls_per_sample"] == "auto"
     assert doc["meta"]["device"].startswith("fake GPU")
     rows = doc["rows"]
     assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), rows
@@ -95,3 +96,13 @@ def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
         assert row["calls_per_sample"] == 10 and row["passthrough_calls"] == 0, row
         assert row["ucudnn_host_us_per_call"] > 0 and row["undivided_host_us_per_call"] > 0, row
     assert any(sum(m["count"] for m in row["micro_batches"]) > 1 and row["verified"] for row in rows), rows
+    # Samples sized for 0.02 ms: the modelled kernels take at least 5 us, so 2 to 4 calls (never fewer than 2).
+    short = [*args[: args.index("--workspace") + 1], "2MiB", "--repeat", "1", "--json", str(out_json),
+             "--sample-ms", "0.02"]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", code, *short], capture_output=True, text=True, env=env, cwd=root, timeout=240
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out_json.read_text())
+    assert doc["meta"]["sample_ms"] == 0.02
+    assert all(row["status"] == "ok" and 2 <= row["calls_per_sample"] <= 4 for row in doc["rows"]), doc["rows"]
