@@ -168,7 +168,12 @@ def build(out_dir: Path) -> list[Path]:
             out_dir / LIBRARY,
             soname=LIBRARY,
             include_dirs=[SHIM, gen],
-            cflags=["-fvisibility=hidden", "-pthread", f"-DUCUDNN_VERSION_NUMBER={version_number()}"],
+            cflags=[
+                "-fvisibility=hidden",
+                "-pthread",
+                f"-DUCUDNN_VERSION_NUMBER={version_number()}",
+                f"-ffile-prefix-map={gen}=gen",
+            ],
             ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-pthread"],
             libs=["dl", "pthread"],
         )
