@@ -325,9 +325,14 @@ class Cache:
         assert self.path is not None
         try:
             self._check_header(self.path)
-            conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False
-            )
+            uri = self.path.resolve().as_uri()
+            try:
+                conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                conn.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.OperationalError:
+                # A WAL file in a directory this process cannot write (no -shm to share): nobody else can write
+                # it either, so read it as immutable.
+                conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
             conn.isolation_level = None
             try:
                 if self._classify(conn):
@@ -624,13 +629,22 @@ class Cache:
             f"SELECT batch FROM benchmark_runs WHERE key = ? AND backend_id = ? AND batch IN ({marks})",
             (key, backend_id, *wanted),
         ):
-            out[int(b)] = []
+            if is_int(b, 1):
+                out[b] = []
         rows = self._read(
             "SELECT batch, algo, status, time_ms, workspace_bytes, deterministic, math_type FROM benchmarks "
             f"WHERE key = ? AND backend_id = ? AND batch IN ({marks}) ORDER BY batch, algo, math_type",
             (key, backend_id, *wanted),
         )
         for b, algo, status, t, ws, det, mt in rows:
+            if not (
+                all(is_int(v) for v in (b, algo, ws, mt, det))
+                and is_int(status, -(2**31))
+                and (t is None or is_time(t))
+            ):
+                # Written by something else since the file was checked at opening: not a row to plan with.
+                log.warning("ignoring a malformed benchmark row in %s for %s: %r", self, key, (b, algo, status, t, ws))
+                continue
             row = BenchmarkRow(b, algo, status, math.inf if t is None else float(t), ws, bool(det), mt)
             if b not in out or (not row.usable and not include_failed):
                 continue
@@ -814,7 +828,7 @@ class Cache:
             )
 
         for key, backend, b in self._read("SELECT key, backend_id, batch FROM benchmark_runs ORDER BY 1, 2, 3"):
-            entry(key, backend)["batches_benchmarked"].append(int(b))
+            entry(key, backend)["batches_benchmarked"].append(b)  # as stored: a listing never fails on a row
         for key, backend, b, pol, lim, det, pj, t, ws in self._read(
             "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
             "workspace_bytes FROM plans ORDER BY 1, 2, 3, 4, 5, 6"
