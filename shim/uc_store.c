@@ -270,8 +270,9 @@ static int busy_wait(void *path, int count)
     if ((long long)count * UC_CACHE_BUSY_STEP_MS >= UC_CACHE_BUSY_MS)
         return 0;
     if (count == 0 && !atomic_exchange(&wait_said, 1))
-        uc_log(UC_LOG_WARNING, "waiting up to %d ms for the cache %s: another process holds it locked",
-               UC_CACHE_BUSY_MS, (const char *)path);
+        uc_log(UC_LOG_WARNING,
+               "waiting up to %g s for the cache %s (another process holds it locked); then its plans are not used",
+               UC_CACHE_BUSY_MS / 1000.0, (const char *)path);
     struct timespec step = {0, UC_CACHE_BUSY_STEP_MS * 1000000L};
     nanosleep(&step, NULL);
     return 1;

@@ -23,6 +23,7 @@ import contextlib
 import datetime as _dt
 import fcntl
 import json
+import logging
 import math
 import os
 import random
@@ -243,6 +244,7 @@ class Cache:
         self._pid = os.getpid()
         self._memory_fallback = memory_fallback
         self._lock_wait_s = lock_wait_s
+        self._wait_said = False
         #: Paths this Cache moved aside while opening (for tests and the CLI).
         self.moved_aside: list[tuple[Path, Path]] = []
         #: Why this Cache works on a private in-memory copy instead of its file (``memory_fallback`` only).
@@ -372,8 +374,15 @@ class Cache:
         self._prepare(conn)
         self._conn = conn
         self.memory_only = why
-        log.warning("not waiting any longer for the cache %s: %s; this process plans in memory only", self.path, why)
+        log.info("not waiting any longer for the cache %s: %s; this process plans in memory only", self.path, why)
         return conn
+
+    def _say_wait(self, why: str) -> None:
+        """One line, the first time this Cache waits for another process: what for, how long, and then what."""
+        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
+        level = logging.DEBUG if self._wait_said else logging.WARNING
+        self._wait_said = True
+        log.log(level, "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[bool]:
@@ -387,7 +396,7 @@ class Cache:
             raise CacheError(f"cannot open the cache {self.path}: {exc.strerror or exc}") from None
         try:
             deadline = time.monotonic() + self._lock_wait_s
-            said = False
+            waiting = False
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -396,13 +405,9 @@ class Cache:
                     if time.monotonic() >= deadline:
                         yield False
                         return
-                    if not said:
-                        said = True
-                        log.warning(
-                            "waiting up to %g s for the cache %s: another process holds its lock",
-                            self._lock_wait_s,
-                            self.path,
-                        )
+                    if not waiting:
+                        waiting = True
+                        self._say_wait("another process holds its lock")
                     time.sleep(_LOCK_POLL_S)
             yield True
         finally:
@@ -489,7 +494,7 @@ class Cache:
         """``fn`` retried while the file is locked by another process, for at most ``lock_wait_s`` in all (each
         try waits up to the busy timeout); then _Busy."""
         deadline = time.monotonic() + self._lock_wait_s
-        said = False
+        waiting = False
         attempt = 0
         while True:
             try:
@@ -500,13 +505,9 @@ class Cache:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                if not said:
-                    said = True
-                    log.warning(
-                        "waiting up to %g s for the cache %s: another process holds it locked",
-                        self._lock_wait_s,
-                        self.path,
-                    )
+                if not waiting:
+                    waiting = True
+                    self._say_wait("another process holds it locked")
                 delay = min(left, 0.5, 0.05 * 2**attempt) * (0.5 + random.random())
                 attempt += 1
                 time.sleep(delay)
