@@ -173,3 +173,27 @@ def test_ucudnn_run_checks_the_environment_it_hands_on(name: str, value: str) ->
 def test_ucudnn_run_accepts_good_and_blank_values() -> None:
     proc = _ucudnn_run({"UCUDNN_DETERMINISTIC": "1", "UCUDNN_DATABASE": " ", "UCUDNN_TIME_SLACK": "0.5"})
     assert proc.returncode == 0 and "ran" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "model", "bad"),
+    [(" model ", 1, False), ("MODEL", 1, False), ("  ", 0, False), ("", 0, False), ("measure", 0, False),
+     ("fast", 0, True), ("mod el", 0, True)],
+)  # fmt: skip
+def test_the_host_backend_reads_its_timing_by_the_same_rule(
+    probe: Path, preload_lib: Path, host_lib: Path, value: str, model: int, bad: bool
+) -> None:
+    name = "UCUDNN_HOST_TIMING"
+    try:
+        python = config.get(name, {name: value})
+        python_message = None
+    except config.ConfigError as exc:
+        python, python_message = None, str(exc)
+    assert (python_message is not None) is bad
+    assert bad or (python == "model") is bool(model)
+    (line,), stderr = run_probe(probe, preload_lib, host_lib, "--host", str(host_lib), env={name: value})
+    assert line["host_timing_model"] == model
+    if bad:
+        assert python_message is not None and python_message in stderr and stderr.count("\n") == 1
+    else:
+        assert name not in stderr

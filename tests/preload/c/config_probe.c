@@ -3,6 +3,7 @@
  * Each argument NAME=VALUE is handed to ucudnn_set_option; one JSON line per argument gives its status and the
  * shim's stats after it (which carry total_workspace_size, the parsed UCUDNN_TOTAL_WORKSPACE_SIZE, and whether
  * the shim passes everything through). With no argument: one line with the stats as the environment left them.
+ * With `--host LIB`: LIB (the host backend) is loaded and asked whether it reads UCUDNN_HOST_TIMING as model.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -31,6 +32,14 @@ int main(int argc, char **argv)
     if (!set || !stats) {
         printf("{\"error\":\"symbols missing: run with LD_PRELOAD=libucudnn.so\"}\n");
         return 2;
+    }
+    if (argc == 3 && strcmp(argv[1], "--host") == 0) {
+        void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+        int (*model)(void) = lib ? (int (*)(void))dlsym(lib, "ucudnn_host_timing_model") : NULL;
+        if (!model)
+            return 2;
+        printf("{\"host_timing_model\":%d}\n", model());
+        return 0;
     }
     static char buf[1 << 16];
     if (argc < 2) {
