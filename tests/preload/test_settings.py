@@ -173,6 +173,13 @@ def test_ucudnn_run_checks_the_environment_it_hands_on(name: str, value: str) ->
 def test_ucudnn_run_accepts_good_and_blank_values() -> None:
     proc = _ucudnn_run({"UCUDNN_DETERMINISTIC": "1", "UCUDNN_DATABASE": " ", "UCUDNN_TIME_SLACK": "0.5"})
     assert proc.returncode == 0 and "ran" in proc.stdout, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_ucudnn_run_warns_about_a_name_that_is_no_variable() -> None:
+    proc = _ucudnn_run({"UCUDNN_DETERMINSTIC": "1"})  # misspelt: it would be ignored
+    assert proc.returncode == 0 and "ran" in proc.stdout
+    assert "UCUDNN_DETERMINSTIC is not a ucudnn variable" in proc.stderr
 
 
 @pytest.mark.parametrize(
