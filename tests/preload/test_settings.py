@@ -204,3 +204,24 @@ def test_the_host_backend_reads_its_timing_by_the_same_rule(
         assert python_message is not None and python_message in stderr and stderr.count("\n") == 1
     else:
         assert name not in stderr
+
+
+def test_every_size_entry_point_follows_the_rule(tmp_path: Path) -> None:
+    from ucudnn.bench.cli import parse_limits
+    from ucudnn.policy import KernelOverride, WorkspacePolicy
+
+    mib64 = 64 * 2**20
+    assert parse_limits("64MB,64M,64mib") == [mib64]  # one limit, however it is spelt
+    assert WorkspacePolicy(workspace_limit_bytes="64MB").workspace_limit_bytes == mib64  # type: ignore[arg-type]
+    assert KernelOverride("64M", op="fwd").workspace_limit_bytes == mib64  # type: ignore[arg-type]
+    table = tmp_path / "table.json"
+    measurements = [{"batch": b, "algo": 0, "time_ms": 1.0 * b, "workspace_bytes": 0} for b in (1, 2, 4)]
+    table.write_text(json.dumps({"kernels": [{"name": "k", "batch": 4, "measurements": measurements}]}))
+    for spelling in ("64MB", "64M", "64mib"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ucudnn.cli", "plan", "--table", str(table), "--batch", "4", "--workspace",
+             spelling, "--json"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f'"workspace_limit_bytes": {mib64}' in proc.stdout
