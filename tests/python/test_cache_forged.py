@@ -177,3 +177,14 @@ def test_errors_name_the_path_the_user_gave_not_the_lock_file(tmp_path: Path) ->
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2 and ".lock" not in proc.stderr and str(path) in proc.stderr
+
+
+def test_ucudnn_plan_on_a_table_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.cli", "plan", "--table", str(deep), "--batch", "4", "--workspace", "1MiB"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert "nested too deeply" in proc.stderr
