@@ -9,6 +9,7 @@
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,14 +105,14 @@ static int parse_size(const char *text, unsigned long long *out)
     for (size_t i = 0; i < UC_SIZE_UNIT_COUNT; i++) {
         if (strcmp(unit, uc_size_units[i].unit) != 0)
             continue;
-        unsigned long long scale = uc_size_units[i].scale, value, part;
-        if (__builtin_mul_overflow(whole, scale, &value) || __builtin_mul_overflow(frac, scale, &part))
-            return -1;
+        /* Exact in 128 bits: whole < 2^64 and frac < 10^18 < 2^60, times a scale of at most 2^40. */
+        unsigned __int128 scale = uc_size_units[i].scale, part = frac * scale;
         if (part % frac_scale != 0) /* not a whole number of bytes */
             return -1;
-        if (__builtin_add_overflow(value, part / frac_scale, &value))
+        unsigned __int128 value = whole * scale + part / frac_scale;
+        if (value > UC_SIZE_MAX_BYTES)
             return -1;
-        *out = value;
+        *out = (unsigned long long)value;
         return 0;
     }
     return -1;
@@ -169,6 +170,41 @@ static int word_index(const char *text, const char *const *list, size_t n)
     return -1;
 }
 
+/* Empty or only blanks: the variable counts as unset (ucudnn.config.is_blank). */
+static int is_blank(const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    return *text == '\0';
+}
+
+/* `text` without its leading and trailing blanks, malloc'd. */
+static char *trimmed_copy(const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t len = strlen(text);
+    while (len && isspace((unsigned char)text[len - 1]))
+        len--;
+    return strndup(text, len);
+}
+
+/* Whether the whole of `text`, trimmed, matches the POSIX extended regular expression `pattern`. */
+static int matches(const char *pattern, const char *text)
+{
+    char anchored[256];
+    char *trimmed = trimmed_copy(text);
+    regex_t re;
+    int ok = 0;
+    if (trimmed && (size_t)snprintf(anchored, sizeof anchored, "^(%s)$", pattern) < sizeof anchored &&
+        regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+        ok = regexec(&re, trimmed, 0, NULL, 0) == 0;
+        regfree(&re);
+    }
+    free(trimmed);
+    return ok;
+}
+
 /* Parse `text` for variable v. Returns 0 with *value set (or *s for PATH/STRING, malloc'd), else -1 after a
  * message naming the variable and the accepted values. */
 static int parse(int v, const char *text, unsigned long long *value, char **s, const char *consequence)
@@ -178,8 +214,7 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
     case UC_KIND_SIZE:
         if (parse_size(text, value) == 0)
             return 0;
-        uc_log(UC_LOG_WARNING, "%s='%s': expected bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)%s",
-               d->name, text, consequence);
+        uc_log(UC_LOG_WARNING, "%s='%s': expected %s%s", d->name, text, UC_SIZE_RULE, consequence);
         return -1;
     case UC_KIND_LIMIT:
         if (word_index(text, (const char *const[]){"auto"}, 1) == 0) {
@@ -188,8 +223,7 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
         }
         if (parse_size(text, value) == 0 && *value != UC_LIMIT_AUTO)
             return 0;
-        uc_log(UC_LOG_WARNING, "%s='%s': expected auto, bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)%s",
-               d->name, text, consequence);
+        uc_log(UC_LOG_WARNING, "%s='%s': expected auto, %s%s", d->name, text, UC_SIZE_RULE, consequence);
         return -1;
     case UC_KIND_COUNT:
     case UC_KIND_FRACTION: {
@@ -234,7 +268,17 @@ static int parse(int v, const char *text, unsigned long long *value, char **s, c
         return -1;
     }
     default:
-        *s = strdup(text);
+        if (is_blank(text)) {
+            *s = strdup(""); /* unset */
+        } else if (d->pattern[0]) {
+            if (!matches(d->pattern, text)) {
+                uc_log(UC_LOG_WARNING, "%s='%s': expected %s%s", d->name, text, d->expected, consequence);
+                return -1;
+            }
+            *s = trimmed_copy(text);
+        } else {
+            *s = strdup(text);
+        }
         return *s ? 0 : -1;
     }
 }
@@ -269,7 +313,7 @@ static void init(void)
             if (!uc_var_decls[v].shim || (pass == 0) != (v == UC_VAR_UCUDNN_LOG_LEVEL))
                 continue;
             const char *raw = getenv(uc_var_decls[v].name);
-            if (!raw || (!raw[0] && uc_var_decls[v].kind != UC_KIND_STRING))
+            if (!raw || is_blank(raw))
                 continue;
             unsigned long long value = 0;
             char *s = NULL;
@@ -404,7 +448,7 @@ int uc_cfg_set(const char *name, const char *value)
         }
         unsigned long long parsed = 0;
         char *s = NULL;
-        const char *text = (!value[0] && uc_var_decls[v].kind != UC_KIND_STRING) ? uc_var_decls[v].def : value;
+        const char *text = is_blank(value) ? uc_var_decls[v].def : value;
         if (parse(v, text, &parsed, &s, "; the setting is unchanged") != 0)
             return -1;
         store(v, parsed, s);

@@ -44,7 +44,13 @@ typedef struct {
     int major;        /* cuDNN major version of the real library (9 if unknown) */
     size_t version;   /* cudnnGetVersion() of the real library, 0 if unknown */
     char path[PATH_MAX]; /* file of the real library, "" if unknown */
+    char build[48];      /* its identity beside the version (uc_library_build), not its path */
 } uc_real_table;
+
+/* The identity of the loaded library file `path` for cache keys: "id:<GNU build-id in hex>" read from its loaded
+ * image, else "size:<bytes of the file>", else "unknown". Copies of one library at different paths (a new
+ * virtual environment, a reinstall) get the same identity. */
+void uc_library_build(const char *path, char *out, size_t len);
 
 /* The real functions, resolved once (pthread_once) at the first call. Never NULL; fields may be. */
 const uc_real_table *uc_real(void);

@@ -386,7 +386,7 @@ void uc_backend_id(char *buf, size_t len)
         if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
             snprintf(device, sizeof device, "cuda-unknown");
     }
-    snprintf(buf, len, "device=%s;cudnn=%zu;lib=%s", device, r->version, r->path);
+    snprintf(buf, len, "device=%s;cudnn=%zu;build=%s", device, r->version, r->build);
 }
 
 static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)

@@ -126,6 +126,7 @@ static void resolve(void)
         strncpy(real.path, info.dli_fname, sizeof real.path - 1);
         real.path[sizeof real.path - 1] = '\0';
     }
+    uc_library_build(real.path, real.build, sizeof real.build);
     if (!real.descriptors)
         uc_log(UC_LOG_WARNING, "the real cuDNN at %s lacks descriptor functions the shim needs; passing through",
                real.path);

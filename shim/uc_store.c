@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "uc_config_gen.h"
@@ -39,14 +40,17 @@ typedef struct uc_sqlite3_stmt uc_sqlite3_stmt;
 /* "ucDN", PRAGMA application_id of ucudnn/cache.py (APPLICATION_ID) and its schema (SCHEMA_VERSION). */
 #define UC_CACHE_APPLICATION_ID 0x7563444E
 #define UC_CACHE_SCHEMA_VERSION 1
+/* The longest a lookup waits for another process holding the cache locked, in steps of UC_CACHE_BUSY_STEP_MS;
+ * the first wait of the process is said on stderr, and a lookup that times out finds no stored plan. */
 #define UC_CACHE_BUSY_MS 2000
+#define UC_CACHE_BUSY_STEP_MS 10
 /* SQLite integers are signed 64-bit: cache.py stores larger limits (SIZE_MAX: no limit) as this. */
 #define UC_SQLITE_INT_MAX 0x7fffffffffffffffLL
 
 static struct {
     int (*open_v2)(const char *, uc_sqlite3 **, int, const char *);
     int (*close)(uc_sqlite3 *);
-    int (*busy_timeout)(uc_sqlite3 *, int);
+    int (*busy_handler)(uc_sqlite3 *, int (*)(void *, int), void *);
     const char *(*errmsg)(uc_sqlite3 *);
     int (*prepare_v2)(uc_sqlite3 *, const char *, int, uc_sqlite3_stmt **, const char **);
     int (*bind_text)(uc_sqlite3_stmt *, int, const char *, int, void (*)(void *));
@@ -62,6 +66,7 @@ static struct {
 static int sq_ok;
 static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
 static atomic_int unusable_warned;
+static atomic_int wait_said;
 
 static void load_sqlite(void)
 {
@@ -76,7 +81,7 @@ static void load_sqlite(void)
     } syms[] = {
         {(void **)&sq.open_v2, "sqlite3_open_v2"},
         {(void **)&sq.close, "sqlite3_close"},
-        {(void **)&sq.busy_timeout, "sqlite3_busy_timeout"},
+        {(void **)&sq.busy_handler, "sqlite3_busy_handler"},
         {(void **)&sq.errmsg, "sqlite3_errmsg"},
         {(void **)&sq.prepare_v2, "sqlite3_prepare_v2"},
         {(void **)&sq.bind_text, "sqlite3_bind_text"},
@@ -258,6 +263,21 @@ static int pragma_int(uc_sqlite3 *db, const char *sql, long long *out)
     return rc == UC_SQLITE_ROW ? 0 : -1;
 }
 
+/* SQLite's busy handler: wait in short steps up to UC_CACHE_BUSY_MS in all (then the statement fails with
+ * SQLITE_BUSY), saying so once per process when the first wait starts. */
+static int busy_wait(void *path, int count)
+{
+    if ((long long)count * UC_CACHE_BUSY_STEP_MS >= UC_CACHE_BUSY_MS)
+        return 0;
+    if (count == 0 && !atomic_exchange(&wait_said, 1))
+        uc_log(UC_LOG_WARNING,
+               "waiting up to %g s for the cache %s (another process holds it locked); then its plans are not used",
+               UC_CACHE_BUSY_MS / 1000.0, (const char *)path);
+    struct timespec step = {0, UC_CACHE_BUSY_STEP_MS * 1000000L};
+    nanosleep(&step, NULL);
+    return 1;
+}
+
 /* 0: a ucudnn cache of the supported schema. 1: an empty database (nothing stored). -1: anything else (warned). */
 static int check_file(uc_sqlite3 *db, const char *path)
 {
@@ -374,7 +394,7 @@ int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char
             sq.close(db);
         return 2;
     }
-    sq.busy_timeout(db, UC_CACHE_BUSY_MS);
+    sq.busy_handler(db, busy_wait, path);
     int result = 2;
     int checked = check_file(db, path);
     if (checked != 0) {

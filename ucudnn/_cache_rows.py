@@ -138,9 +138,10 @@ def is_time(value: object) -> bool:
 
 
 def loads_or_raw(text: str) -> Any:
+    """``text`` parsed as JSON, else ``text`` itself (also for JSON nested too deeply to parse)."""
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return text
 
 
@@ -172,7 +173,7 @@ def validate_plan_row(
 ) -> list[tuple[int, int, int]]:
     try:
         raw = json.loads(plan_json) if isinstance(plan_json, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         raw = None
     if raw is None:
         raise CacheError(f"plan_json is not JSON: {plan_json!r:.80}")

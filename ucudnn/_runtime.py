@@ -59,7 +59,8 @@ def planner() -> Planner:
 
             path = config.database_path()
             try:
-                cache = Cache(path)
+                # Bounded waits for other processes; then this process plans in memory (said once by the cache).
+                cache = Cache(path, memory_fallback=True)
             except Exception as exc:
                 log.warning("cannot open the cache %s (%s); plans of this process are kept in memory only", path, exc)
                 cache = Cache.in_memory()

@@ -23,9 +23,11 @@ import contextlib
 import datetime as _dt
 import fcntl
 import json
+import logging
 import math
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -70,9 +72,13 @@ log = get_logger("cache")
 # PRAGMA application_id: "ucDN" in ASCII, so `file` and other tools can tell our databases apart.
 APPLICATION_ID = 0x7563444E
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-BUSY_TIMEOUT_S = 10.0
-# After the busy timeout, a few more tries: a rank that lost a race on a big write should wait, not fail.
-_LOCK_RETRIES = 5
+# Every wait for another process is bounded: the busy timeout of one SQLite statement, and LOCK_WAIT_S in all for
+# one operation (its retries included) or for the lock that serialises opening. A Cache opened with
+# ``memory_fallback=True`` (the planner inside a host program) then says once that it plans in memory only and
+# goes on without the file; any other Cache raises CacheError naming the file.
+BUSY_TIMEOUT_S = 2.0
+LOCK_WAIT_S = 10.0
+_LOCK_POLL_S = 0.05
 
 _SCHEMA = (
     """CREATE TABLE benchmark_runs (
@@ -140,12 +146,66 @@ _ADDED = (
     ) WITHOUT ROWID""",
 )
 _TABLES = frozenset({"benchmark_runs", "benchmarks", "plans"})
+# Columns that may hold NULL (a failed algorithm has no time); every other column must hold its declared type.
+_NULLABLE = frozenset({("benchmarks", "time_ms")})
+_SQL_TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",)}
+# Columns holding a plan's steps, [[batch, algo, math_type], ...]: checked by shape, without a recursive parser.
+_STEPS_COLUMNS = (("plans", "plan_json"), ("verdicts", "plan_json"), ("verdicts", "undivided_json"))
+_STEPS_RE = re.compile(
+    r"\s*\[\s*\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\](?:\s*,\s*\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\])*\s*\]\s*"
+)
+
+
+def _reference_columns() -> dict[str, list[tuple[str, str]]]:
+    """{table: [(column, declared type), ...]} of the schema this version writes."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in (*_SCHEMA, *_ADDED):
+            conn.execute(statement)
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: [(r[1], str(r[2]).upper()) for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+    finally:
+        conn.close()
+
+
+_COLUMNS = _reference_columns()
+
+
+def _check_contents(conn: sqlite3.Connection, tables: set[str]) -> None:
+    """Raise _Unusable unless every table of ours has exactly our columns, every value its declared type, and
+    every stored plan the shape of one (a file of ours the planner could not use is moved aside like a corrupt
+    one, instead of failing reads later)."""
+    for table in sorted(tables & _COLUMNS.keys()):
+        expected = _COLUMNS[table]
+        found = [(r[1], str(r[2]).upper()) for r in conn.execute(f"PRAGMA table_info({table})")]
+        if sorted(found) != sorted(expected):
+            extra = sorted({c for c, _ in found} - {c for c, _ in expected})
+            what = f"unknown columns {', '.join(extra)}" if extra else "columns missing or of another type"
+            raise _Unusable(f"its table {table} has {what}")
+        for column, declared in expected:
+            types = _SQL_TYPES[declared] + (("null",) if (table, column) in _NULLABLE else ())
+            marks = ", ".join("?" * len(types))
+            bad = conn.execute(f"SELECT 1 FROM {table} WHERE typeof({column}) NOT IN ({marks}) LIMIT 1", types)
+            if bad.fetchone():
+                raise _Unusable(f"its column {table}.{column} holds values that are not {declared.lower()}")
+    for table, column in _STEPS_COLUMNS:
+        if table in tables:
+            for (text,) in conn.execute(f"SELECT {column} FROM {table}"):
+                if not _STEPS_RE.fullmatch(text):
+                    raise _Unusable(
+                        f"its column {table}.{column} holds {text[:40]!r}, not [[batch, algo, math_type], ...]"
+                    )
+
 
 T = TypeVar("T")
 
 
 class _Unusable(Exception):
     """The file at the cache path is not a usable ucudnn cache; the message says why."""
+
+
+class _Busy(Exception):
+    """Another process kept the cache locked for longer than the bounded wait; the message says so."""
 
 
 def _utc_stamp() -> str:
@@ -169,15 +229,28 @@ class Cache:
     process opens its own ``Cache`` on the same path.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        memory_fallback: bool = False,
+        lock_wait_s: float = LOCK_WAIT_S,
+    ) -> None:
         self.path: Path | None = Path(path) if path is not None else config.database_path()
         if str(self.path) == ":memory:":
             self.path = None
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
+        self._memory_fallback = memory_fallback
+        self._lock_wait_s = lock_wait_s
+        self._wait_said = False
         #: Paths this Cache moved aside while opening (for tests and the CLI).
         self.moved_aside: list[tuple[Path, Path]] = []
+        #: Why this Cache works on a private in-memory copy instead of its file (``memory_fallback`` only).
+        self.memory_only: str | None = None
+        #: True when the file is read, never written (it is read-only to this process).
+        self.read_only = False
         with self._lock:
             self._connection()
 
@@ -210,15 +283,25 @@ class Cache:
             return conn
         if self.path.exists() and not self.path.is_file():
             raise CacheError(f"the cache path {self.path} exists and is not a regular file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)):
+            return self._open_read_only()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CacheError(f"cannot create the directory of the cache {self.path}: {exc.strerror or exc}") from None
         # Serialise check-and-move-aside across processes, so two ranks finding the same bad file do not both
         # rename (the second would move aside the fresh cache the first just created).
-        with self._file_lock():
+        with self._file_lock() as locked:
+            if not locked:
+                return self._fall_back(f"another process holds its lock for more than {self._lock_wait_s:g} s")
             try:
                 self._check_header(self.path)
                 conn = self._connect()
                 try:
                     self._retry(lambda: self._prepare(conn))
+                except _Busy as exc:
+                    conn.close()
+                    return self._fall_back(str(exc))
                 except BaseException:
                     conn.close()
                     raise
@@ -231,17 +314,102 @@ class Cache:
                 reason = f"SQLite cannot read it ({exc})"
             self._move_aside(self.path, reason)
             conn = self._connect()
-            self._retry(lambda: self._prepare(conn))
+            try:
+                self._retry(lambda: self._prepare(conn))
+            except _Busy as exc:
+                conn.close()
+                return self._fall_back(str(exc))
             return conn
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A cache file this process may not write: read what it holds (in memory, copied, where the Cache may
+        fall back to memory, so that what this process measures is kept too)."""
+        assert self.path is not None
+        try:
+            self._check_header(self.path)
+            uri = self.path.resolve().as_uri()
+            try:
+                conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                conn.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.OperationalError:
+                # A WAL file in a directory this process cannot write (no -shm to share): nobody else can write
+                # it either, so read it as immutable.
+                conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+            conn.isolation_level = None
+            try:
+                if self._classify(conn):
+                    raise _Unusable("it is an empty database")
+            except BaseException:
+                conn.close()
+                raise
+        except (_Unusable, sqlite3.DatabaseError) as exc:
+            raise CacheError(f"the cache {self.path} is read-only and cannot be used: {exc}") from None
+        except OSError as exc:
+            raise CacheError(f"cannot read the cache {self.path}: {exc.strerror or exc}") from None
+        if not self._memory_fallback:
+            self.read_only = True
+            return conn
+        try:
+            memory = self._connect_memory()
+            conn.backup(memory)
+            self._prepare(memory)
+        finally:
+            conn.close()
+        self.memory_only = "it is read-only to this process"
+        log.info("the cache %s is read-only: its plans and benchmarks are used, new ones stay in memory", self.path)
+        return memory
+
+    @staticmethod
+    def _connect_memory() -> sqlite3.Connection:
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+
+    def _fall_back(self, why: str) -> sqlite3.Connection:
+        """After a bounded wait for another process: memory-only planning (said once), or CacheError."""
+        if not self._memory_fallback:
+            raise CacheError(f"the cache {self.path} is busy: {why}")
+        old, self._conn = self._conn, None
+        if old is not None and self._pid == os.getpid():
+            old.close()
+        conn = self._connect_memory()
+        self._prepare(conn)
+        self._conn = conn
+        self.memory_only = why
+        log.info("not waiting any longer for the cache %s: %s; this process plans in memory only", self.path, why)
+        return conn
+
+    def _say_wait(self, why: str) -> None:
+        """One line, the first time this Cache waits for another process: what for, how long, and then what."""
+        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
+        level = logging.DEBUG if self._wait_said else logging.WARNING
+        self._wait_said = True
+        log.log(level, "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then)
+
     @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def _file_lock(self) -> Iterator[bool]:
+        """The lock serialising opening across processes; yields False if another process kept it for
+        ``lock_wait_s`` (said once, when the wait starts)."""
         assert self.path is not None
         lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CacheError(f"cannot open the cache {self.path}: {exc.strerror or exc}") from None
+        try:
+            deadline = time.monotonic() + self._lock_wait_s
+            waiting = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    if not waiting:
+                        waiting = True
+                        self._say_wait("another process holds its lock")
+                    time.sleep(_LOCK_POLL_S)
+            yield True
         finally:
             os.close(fd)  # closing releases the flock
 
@@ -284,6 +452,7 @@ class Cache:
             raise _Unusable(f"its schema version {version} is not the supported {SCHEMA_VERSION}")
         if not _TABLES <= tables:
             raise _Unusable(f"tables are missing: {', '.join(sorted(_TABLES - tables))}")
+        _check_contents(conn, tables)
         check = conn.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise _Unusable(f"its integrity check failed ({check})")
@@ -322,19 +491,40 @@ class Cache:
         )
 
     def _retry(self, fn: Callable[[], T]) -> T:
-        for attempt in range(_LOCK_RETRIES + 1):
+        """``fn`` retried while the file is locked by another process, for at most ``lock_wait_s`` in all (each
+        try waits up to the busy timeout); then _Busy."""
+        deadline = time.monotonic() + self._lock_wait_s
+        waiting = False
+        attempt = 0
+        while True:
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_locked(exc) or attempt == _LOCK_RETRIES:
+                if not _is_locked(exc) or self.path is None or self.memory_only:
                     raise
-                delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
-                log.debug("%s is locked (%s); retrying in %.2f s", self.path, exc, delay)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if not waiting:
+                    waiting = True
+                    self._say_wait("another process holds it locked")
+                delay = min(left, 0.5, 0.05 * 2**attempt) * (0.5 + random.random())
+                attempt += 1
                 time.sleep(delay)
-        raise AssertionError("unreachable")
+        raise _Busy(f"it stayed locked by another process for {self._lock_wait_s:g} s")
+
+    def _bounded(self, fn: Callable[[], T]) -> T:
+        """``_retry``, then memory only (``memory_fallback``) or CacheError when the wait ran out."""
+        try:
+            return self._retry(fn)
+        except _Busy as exc:
+            self._fall_back(str(exc))
+        return fn()
 
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one short write transaction, retried as a whole if the file stays locked."""
+        if self.read_only:
+            raise CacheError(f"the cache {self.path} is read-only")
 
         def attempt() -> T:
             conn = self._connection()
@@ -349,11 +539,11 @@ class Cache:
                 raise
 
         with self._lock:
-            return self._retry(attempt)
+            return self._bounded(attempt)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._retry(lambda: self._connection().execute(sql, params).fetchall())
+            return self._bounded(lambda: self._connection().execute(sql, params).fetchall())
 
     def close(self) -> None:
         with self._lock:
@@ -440,13 +630,22 @@ class Cache:
             f"SELECT batch FROM benchmark_runs WHERE key = ? AND backend_id = ? AND batch IN ({marks})",
             (key, backend_id, *wanted),
         ):
-            out[int(b)] = []
+            if is_int(b, 1):
+                out[b] = []
         rows = self._read(
             "SELECT batch, algo, status, time_ms, workspace_bytes, deterministic, math_type FROM benchmarks "
             f"WHERE key = ? AND backend_id = ? AND batch IN ({marks}) ORDER BY batch, algo, math_type",
             (key, backend_id, *wanted),
         )
         for b, algo, status, t, ws, det, mt in rows:
+            if not (
+                all(is_int(v) for v in (b, algo, ws, mt, det))
+                and is_int(status, -(2**31))
+                and (t is None or is_time(t))
+            ):
+                # Written by something else since the file was checked at opening: not a row to plan with.
+                log.warning("ignoring a malformed benchmark row in %s for %s: %r", self, key, (b, algo, status, t, ws))
+                continue
             row = BenchmarkRow(b, algo, status, math.inf if t is None else float(t), ws, bool(det), mt)
             if b not in out or (not row.usable and not include_failed):
                 continue
@@ -630,7 +829,7 @@ class Cache:
             )
 
         for key, backend, b in self._read("SELECT key, backend_id, batch FROM benchmark_runs ORDER BY 1, 2, 3"):
-            entry(key, backend)["batches_benchmarked"].append(int(b))
+            entry(key, backend)["batches_benchmarked"].append(b)  # as stored: a listing never fails on a row
         for key, backend, b, pol, lim, det, pj, t, ws in self._read(
             "SELECT key, backend_id, batch, policy, workspace_limit, deterministic_only, plan_json, time_ms, "
             "workspace_bytes FROM plans ORDER BY 1, 2, 3, 4, 5, 6"

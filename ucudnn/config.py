@@ -17,11 +17,11 @@ from pathlib import Path
 
 
 class Kind(enum.Enum):
-    SIZE = "size"  # bytes, or a number with a unit: 64MiB, 1GiB, 512KB
+    SIZE = "size"  # bytes, or a number with a binary unit: 64MiB, 64M, 64MB (all 2^26), 1GiB
     BOOL = "bool"  # 1/0, true/false, yes/no, on/off
     CHOICE = "choice"  # one of `choices` (case-insensitive)
     PATH = "path"  # a file path; empty means unset
-    STRING = "string"
+    STRING = "string"  # free text, or text matching ``pattern`` when the variable has one
     LIMIT = "size or auto"  # a SIZE, or `auto`: no limit of ucudnn's own (the caller's workspace decides)
     COUNT = "count"  # a non-negative integer
     FRACTION = "fraction"  # a non-negative decimal such as 0.02
@@ -38,6 +38,10 @@ class Var:
     choices: tuple[str, ...] = ()
     # Who reads it: "shim" (the preload library), "python", "host" (the host backend), in any combination.
     readers: tuple[str, ...] = ("shim", "python")
+    # STRING only: a POSIX extended regular expression the whole (trimmed) value must match, valid for both
+    # Python's re and C's regcomp, and the accepted values in words for the message.
+    pattern: str = ""
+    expected: str = ""
 
 
 VARIABLES: tuple[Var, ...] = (
@@ -69,15 +73,13 @@ VARIABLES: tuple[Var, ...] = (
         Kind.BOOL,
         "0",
         "1: plan with deterministic algorithms only, as if every caller asked for determinism.",
-        readers=("python",),
     ),
     Var(
         "UCUDNN_TIME_SLACK",
-        Kind.STRING,
+        Kind.FRACTION,
         "0",
         "Fraction of extra time the planner accepts for a plan that needs less workspace (0: always the "
         "fastest plan; 0.25: the least workspace among plans at most 25% slower than the fastest).",
-        readers=("python",),
     ),
     Var(
         "UCUDNN_DATABASE",
@@ -122,6 +124,8 @@ VARIABLES: tuple[Var, ...] = (
         "",
         "Comma-separated GPU ordinals (the original's name). Parallel benchmarking across GPUs is not implemented "
         "yet: benchmarks run on the caller's device, and a list of more than one device says so once.",
+        pattern="[0-9]{1,9}( *, *[0-9]{1,9})*",
+        expected="comma-separated GPU ordinals, e.g. 0,1,2",
     ),
     Var(
         "UCUDNN_VERIFY_SAMPLES",
@@ -162,6 +166,8 @@ VARIABLES: tuple[Var, ...] = (
         "Host backend only, for tests: `<op>:<algo>:<factor>` (op fwd, bwd_data or bwd_filter) makes Find* report "
         "factor x that algorithm's true time, so a plan can look faster than it runs.",
         readers=("host",),
+        pattern="(fwd|bwd_data|bwd_filter):[0-9]{1,9}:[0-9]{1,9}(\\.[0-9]{1,9})?",
+        expected="<op>:<algo>:<factor> with op fwd, bwd_data or bwd_filter, e.g. bwd_filter:1:0.5",
     ),
     Var(
         "UCUDNN_HOST_TIMING",
@@ -181,53 +187,68 @@ class ConfigError(ValueError):
     """A bad value of a UCUDNN_* variable; the message names the variable and what it accepts."""
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*$", re.IGNORECASE)
-_UNITS = {
+# Sizes: digits, optionally a point and digits, optionally a unit; blanks around the number and the unit. Every
+# unit is binary, whatever its spelling (K, KB, KiB: 1024; M, MB, MiB: 1024^2; G...: 1024^3; T...: 1024^4), case
+# does not matter, and a fraction must come to whole bytes. At most MAX_SIZE bytes: a larger size is a typo, and
+# it would not survive the planner's arithmetic (exact integers up to 2^53 in floating point) or SQLite's.
+_SIZE_RE = re.compile(
+    r"[ \t\n\r\f\v]*([0-9]+)(?:\.([0-9]+))?[ \t\n\r\f\v]*([KMGT]?I?B?)[ \t\n\r\f\v]*", re.IGNORECASE | re.ASCII
+)
+_UNITS: dict[str, int] = {
     "": 1,
     "B": 1,
-    "K": 1024,
-    "KB": 1000,
-    "KIB": 1024,
-    "M": 1024**2,
-    "MB": 1000**2,
-    "MIB": 1024**2,
-    "G": 1024**3,
-    "GB": 1000**3,
-    "GIB": 1024**3,
-    "T": 1024**4,
-    "TB": 1000**4,
-    "TIB": 1024**4,
+    **{
+        prefix + suffix: int(1024 ** (power + 1))
+        for power, prefix in enumerate("KMGT")
+        for suffix in ("", "B", "I", "IB")
+        if suffix != "I"
+    },
 }
-_FRACTION_RE = re.compile(r"^\s*[0-9]{1,9}(?:\.[0-9]{1,9})?\s*$")
-_COUNT_RE = re.compile(r"^\s*[0-9]{1,9}\s*$")
+MAX_SIZE = 2**53
+SIZE_RULE = (
+    "bytes or a size with a binary unit (e.g. 67108864, 64MiB, 64M, 64MB: all 2^26 bytes; K, M, G, T: 1024^1..4), "
+    "at most 2^53 bytes (8192TiB)"
+)
+_FRACTION_RE = re.compile(r"[ \t\n\r\f\v]*[0-9]{1,9}(?:\.[0-9]{1,9})?[ \t\n\r\f\v]*")
+_COUNT_RE = re.compile(r"[ \t\n\r\f\v]*[0-9]{1,9}[ \t\n\r\f\v]*")
+# The blanks C's isspace() knows, so that C and Python trim values alike.
+_BLANKS = " \t\n\r\f\v"
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def parse_size(text: str, *, name: str = "size") -> int:
-    """Parse ``64MiB``, ``1GiB``, ``512KB``, ``1048576`` into bytes (K/M/G alone are binary units)."""
-    m = _SIZE_RE.match(text)
-    unit = (m.group(2) or "").upper() if m else ""
+    """Parse ``64MiB``, ``64M``, ``64MB``, ``1GiB``, ``1048576`` into bytes: every unit is binary (see SIZE_RULE)."""
+    m = _SIZE_RE.fullmatch(text)
+    unit = (m.group(3) or "").upper() if m else ""
     if not m or unit not in _UNITS:
-        raise ConfigError(f"{name}={text!r}: expected bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)")
-    value = float(m.group(1)) * _UNITS[unit]
-    if value != int(value):
+        raise ConfigError(f"{name}={text!r}: expected {SIZE_RULE}")
+    whole, frac = m.group(1), m.group(2) or ""
+    if len(frac) > 18:  # the C parser's bound; no unit needs more digits than that to come to whole bytes
+        raise ConfigError(f"{name}={text!r}: expected {SIZE_RULE}")
+    scale = _UNITS[unit]
+    numerator = int(whole + frac) * scale
+    denominator = int(10 ** len(frac))
+    if numerator % denominator:
         raise ConfigError(f"{name}={text!r}: not a whole number of bytes")
-    return int(value)
+    value = numerator // denominator
+    if value > MAX_SIZE:
+        raise ConfigError(f"{name}={text!r}: expected {SIZE_RULE}")
+    return value
 
 
 def parse_fraction(text: str, *, name: str = "value") -> float:
     """Parse a non-negative decimal such as ``0.25`` (digits, optionally a point and digits: the shim's rule)."""
-    if not _FRACTION_RE.match(text):
+    if not _FRACTION_RE.fullmatch(text):
         raise ConfigError(f"{name}={text!r}: expected a non-negative number such as 0 or 0.25")
-    return float(text.strip())
+    return float(text.strip(_BLANKS))
 
 
 def parse_count(text: str, *, name: str = "value") -> int:
     """Parse a non-negative integer such as ``3``."""
-    if not _COUNT_RE.match(text):
+    if not _COUNT_RE.fullmatch(text):
         raise ConfigError(f"{name}={text!r}: expected a non-negative integer such as 0 or 3")
-    return int(text.strip())
+    return int(text.strip(_BLANKS))
 
 
 AUTO = "auto"
@@ -241,25 +262,28 @@ def format_size(n_bytes: int) -> str:
     return f"{n_bytes}B"
 
 
+def is_blank(text: str) -> bool:
+    """Empty or only blanks: the variable counts as unset (the same rule for every variable, in C and Python)."""
+    return not text.strip(_BLANKS)
+
+
 def parse(var: Var, text: str) -> int | bool | str | float:
     """Parse one variable's textual value; raises ConfigError naming the variable and the accepted values."""
     if var.kind is Kind.SIZE:
         return parse_size(text, name=var.name)
     if var.kind is Kind.LIMIT:
-        if text.strip().lower() == AUTO:
+        if text.strip(_BLANKS).lower() == AUTO:
             return AUTO
         try:
             return parse_size(text, name=var.name)
         except ConfigError:
-            raise ConfigError(
-                f"{var.name}={text!r}: expected auto, bytes or a size with a unit (e.g. 67108864, 64MiB, 1GiB)"
-            ) from None
+            raise ConfigError(f"{var.name}={text!r}: expected auto, {SIZE_RULE}") from None
     if var.kind is Kind.COUNT:
         return parse_count(text, name=var.name)
     if var.kind is Kind.FRACTION:
         return parse_fraction(text, name=var.name)
     if var.kind is Kind.BOOL:
-        low = text.strip().lower()
+        low = text.strip(_BLANKS).lower()
         if low in _TRUE:
             return True
         if low in _FALSE:
@@ -267,31 +291,48 @@ def parse(var: Var, text: str) -> int | bool | str | float:
         raise ConfigError(f"{var.name}={text!r}: expected 1 or 0 (also true/false, yes/no, on/off)")
     if var.kind is Kind.CHOICE:
         for choice in var.choices:
-            if text.strip().lower() == choice.lower():
+            if text.strip(_BLANKS).lower() == choice.lower():
                 return choice
         raise ConfigError(f"{var.name}={text!r}: expected one of {', '.join(var.choices)}")
-    return text
+    if is_blank(text):
+        return ""  # unset
+    if var.pattern and not re.fullmatch(var.pattern, text.strip(_BLANKS)):
+        raise ConfigError(f"{var.name}={text!r}: expected {var.expected}")
+    return text.strip(_BLANKS) if var.pattern else text
 
 
 def get(name: str, environ: Mapping[str, str] | None = None) -> int | bool | str | float:
-    """The parsed value of variable ``name`` from ``environ`` (default: os.environ), else its default."""
+    """The parsed value of variable ``name`` from ``environ`` (default: os.environ), else its default. A blank
+    value (empty or only blanks) means unset."""
     var = BY_NAME[name]
     env = os.environ if environ is None else environ
     raw = env.get(name)
-    if raw is None or (raw == "" and var.kind is not Kind.STRING):
+    if raw is None or is_blank(raw):
         return parse(var, var.default)
     return parse(var, raw)
 
 
+def check_environment(environ: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """The ``UCUDNN_*`` variables of ``environ`` checked: (a message for every bad value, naming the variable and
+    the accepted values; the ``UCUDNN_*`` names that are no variable of ucudnn's)."""
+    env = os.environ if environ is None else environ
+    bad: list[str] = []
+    unknown: list[str] = []
+    for name in sorted(k for k in env if k.startswith("UCUDNN_")):
+        if name not in BY_NAME:
+            unknown.append(name)
+            continue
+        try:
+            get(name, env)
+        except ConfigError as exc:
+            bad.append(str(exc))
+    return bad, unknown
+
+
 def benchmark_devices(environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
     """UCUDNN_BENCHMARK_DEVICES as GPU ordinals (empty: the caller's device); ConfigError for a bad list."""
-    text = str(get("UCUDNN_BENCHMARK_DEVICES", environ)).strip()
-    if not text:
-        return ()
-    items = [item.strip() for item in text.split(",")]
-    if not all(item.isdigit() for item in items):
-        raise ConfigError(f"UCUDNN_BENCHMARK_DEVICES={text!r}: expected comma-separated GPU ordinals, e.g. 0,1,2")
-    return tuple(int(item) for item in items)
+    text = str(get("UCUDNN_BENCHMARK_DEVICES", environ))
+    return tuple(int(item) for item in text.split(",")) if text else ()
 
 
 def database_path(environ: Mapping[str, str] | None = None) -> Path:

@@ -128,6 +128,8 @@ def load(path: str | Path) -> tuple[KernelTable, ...]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PerfTableError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError:
+        raise PerfTableError(f"{path}: nested too deeply to be a performance table") from None
     return parse(doc)
 
 

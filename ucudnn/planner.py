@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ucudnn import config
 from ucudnn import policy as _policy
 from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
 from ucudnn.log import get_logger
@@ -153,13 +152,11 @@ class Planner:
         return self._settings()
 
     def _settings(self) -> _policy.WorkspacePolicy:
+        """Raises ConfigError for a bad UCUDNN_* value: a planner never guesses (a typo in UCUDNN_DETERMINISTIC
+        must not run non-deterministic algorithms); the preload library passes the call through."""
         if self.policy is not None:
             return self.policy
-        try:
-            return _policy.current()
-        except config.ConfigError as exc:
-            log.warning("%s; planning with the defaults", exc)
-            return _policy.WorkspacePolicy()
+        return _policy.current()
 
     def plan(
         self,
@@ -262,8 +259,10 @@ class Planner:
         except (sqlite3.Error, CacheError):
             rows = []
         perf = next((p for p in rows if (p.algo, p.math_type) == (algo, math_type)), None)
-        if perf is None or perf.workspace_bytes > pk.workspace_limit_bytes or (
-            pk.deterministic_only and not perf.deterministic
+        if (
+            perf is None
+            or perf.workspace_bytes > pk.workspace_limit_bytes
+            or (pk.deterministic_only and not perf.deterministic)
         ):
             return result  # the undivided choice no longer fits what is asked: check again
         undivided = _floored(Plan((MicroBatch.from_perf(perf),)), floor)

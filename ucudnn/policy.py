@@ -169,7 +169,7 @@ class WorkspacePolicy:
             workspace_limit_bytes=None if limit == config.AUTO else int(limit),
             total_workspace_bytes=total or None,
             deterministic_only=bool(config.get("UCUDNN_DETERMINISTIC", environ)),
-            time_slack=config.parse_fraction(str(config.get("UCUDNN_TIME_SLACK", environ)), name="UCUDNN_TIME_SLACK"),
+            time_slack=float(config.get("UCUDNN_TIME_SLACK", environ)),
         )
 
     def _env_items(self) -> dict[str, str]:
@@ -178,7 +178,7 @@ class WorkspacePolicy:
             config.AUTO if self.workspace_limit_bytes is None else str(self.workspace_limit_bytes),
             str(self.total_workspace_bytes or 0),
             "1" if self.deterministic_only else "0",
-            repr(self.time_slack),
+            f"{self.time_slack:.9f}".rstrip("0").rstrip("."),  # a FRACTION: digits, no exponent
         )
         return dict(zip(_ENV_NAMES, values, strict=True))
 

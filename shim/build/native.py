@@ -16,7 +16,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "shim"
 INCLUDE = SHIM / "include"
 
-CFLAGS = ["-std=c11", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
+# -ffile-prefix-map: no build directory in the libraries, so that a build of the same sources is the same file
+# (and has the same GNU build-id, the identity the cache keys benchmarks on) wherever it was built.
+CFLAGS = [
+    "-std=c11",
+    "-O2",
+    "-g",
+    "-fPIC",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-D_GNU_SOURCE",
+    f"-ffile-prefix-map={ROOT}=.",
+]
 
 
 def compiler() -> list[str]:

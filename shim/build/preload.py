@@ -100,6 +100,8 @@ def config_header() -> str:
         "    const char *const *choices;",
         "    int nchoices;",
         "    int shim; /* read by the preload library */",
+        "    const char *pattern; /* STRING: a POSIX extended regular expression for the whole trimmed value */",
+        "    const char *expected; /* STRING with a pattern: the accepted values in words */",
         "} uc_var_decl;",
     ]
     for i, v in enumerate(cfg.VARIABLES):
@@ -111,7 +113,7 @@ def config_header() -> str:
         shim = 1 if "shim" in v.readers else 0
         out.append(
             f"    {{{_c_string(v.name)}, UC_KIND_{v.kind.name}, {_c_string(v.default)}, {choices}, "
-            f"{len(v.choices)}, {shim}}},"
+            f"{len(v.choices)}, {shim}, {_c_string(v.pattern)}, {_c_string(v.expected)}}},"
         )
     out.append("};")
     units = sorted(cfg._UNITS.items())
@@ -124,6 +126,8 @@ def config_header() -> str:
         *[f"    {{{_c_string(u)}, {s}ULL}}," for u, s in units],
         "};",
         f"#define UC_SIZE_UNIT_COUNT {len(units)}",
+        f"#define UC_SIZE_MAX_BYTES {cfg.MAX_SIZE}ULL",
+        f"#define UC_SIZE_RULE {_c_string(cfg.SIZE_RULE)}",
     ]
     for label, values in (("true", sorted(cfg._TRUE)), ("false", sorted(cfg._FALSE))):
         out.append(f"static const char *const uc_bool_{label}[] = {{{', '.join(map(_c_string, values))}}};")
@@ -168,7 +172,12 @@ def build(out_dir: Path) -> list[Path]:
             out_dir / LIBRARY,
             soname=LIBRARY,
             include_dirs=[SHIM, gen],
-            cflags=["-fvisibility=hidden", "-pthread", f"-DUCUDNN_VERSION_NUMBER={version_number()}"],
+            cflags=[
+                "-fvisibility=hidden",
+                "-pthread",
+                f"-DUCUDNN_VERSION_NUMBER={version_number()}",
+                f"-ffile-prefix-map={gen}=gen",
+            ],
             ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-pthread"],
             libs=["dl", "pthread"],
         )

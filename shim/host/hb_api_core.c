@@ -3,9 +3,11 @@
  * Handles hold nothing but the (ignored) stream: every call works on its arguments only, so independent
  * handles, or one handle shared by threads, need no locking.
  */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "hb_desc.h"
@@ -127,15 +129,31 @@ int hb_algo_enum_count(hb_op op) {
 static pthread_once_t timing_once = PTHREAD_ONCE_INIT;
 static int timing_model;
 
+/* The value of an environment variable without its surrounding blanks, as ucudnn/config.py reads every
+ * UCUDNN_* variable: 1 when unset or blank (the default applies), 0 with the trimmed value in buf, -1 when it
+ * does not fit (buf then holds a prefix, which no valid value is). */
+int hb_env_trimmed(const char *raw, char *buf, size_t len) {
+    if (!raw || !len) return 1;
+    while (isspace((unsigned char)*raw)) raw++;
+    size_t n = strlen(raw);
+    while (n && isspace((unsigned char)raw[n - 1])) n--;
+    if (!n) return 1;
+    size_t keep = n < len ? n : len - 1;
+    memcpy(buf, raw, keep);
+    buf[keep] = '\0';
+    return n < len ? 0 : -1;
+}
+
 static void read_timing(void) {
-    const char *v = getenv("UCUDNN_HOST_TIMING");
-    if (!v || !*v || strcasecmp(v, "measure") == 0) return;
-    if (strcasecmp(v, "model") == 0) {
+    char v[16];
+    const char *raw = getenv("UCUDNN_HOST_TIMING");
+    int got = hb_env_trimmed(raw, v, sizeof v);
+    if (got > 0 || (got == 0 && strcasecmp(v, "measure") == 0)) return;
+    if (got == 0 && strcasecmp(v, "model") == 0) {
         timing_model = 1;
         return;
     }
-    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_TIMING=%s is not valid (accepted: measure, model); "
-                    "using measure\n", v);
+    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_TIMING='%s': expected one of measure, model; using measure\n", raw);
 }
 
 int hb_timing_is_model(void) {

@@ -108,6 +108,8 @@ int hb_algo_enum_count(hb_op op);
 
 /* Timing mode from UCUDNN_HOST_TIMING, read once per process: 1 = model, 0 = measure. */
 int hb_timing_is_model(void);
+/* An environment value trimmed of blanks (hb_api_core.c): 1 unset or blank, 0 in buf, -1 too long for buf. */
+int hb_env_trimmed(const char *raw, char *buf, size_t len);
 /* UCUDNN_HOST_FIND_SKEW: the factor Find* applies to this algorithm's time (1 unless the variable names it). */
 double hb_find_skew(hb_op op, int algo);
 

@@ -16,8 +16,9 @@ static int skew_op = -1, skew_algo = -1;
 static double skew_factor = 1.0;
 
 static void read_skew(void) {
-    const char *v = getenv("UCUDNN_HOST_FIND_SKEW");
-    if (!v || !*v) return;
+    char v[64];
+    const char *raw = getenv("UCUDNN_HOST_FIND_SKEW");
+    if (hb_env_trimmed(raw, v, sizeof v) != 0) return; /* unset or blank (over-long values are bad: v says so) */
     static const char *const ops[] = {"fwd", "bwd_data", "bwd_filter"};
     char op[16];
     int algo = -1, used = 0;
@@ -33,8 +34,8 @@ static void read_skew(void) {
             }
         }
     }
-    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_FIND_SKEW=%s is not valid (expected <op>:<algo>:<factor> with op "
-                    "fwd, bwd_data or bwd_filter, e.g. bwd_filter:1:0.5); Find reports true times\n", v);
+    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_FIND_SKEW='%s': expected <op>:<algo>:<factor> with op fwd, "
+                    "bwd_data or bwd_filter, e.g. bwd_filter:1:0.5; Find reports true times\n", raw);
 }
 
 double hb_find_skew(hb_op op, int algo) {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    path: Path | str = args.database or "the cache"
     try:
         path = Path(args.database).expanduser() if args.database else config.database_path()
         if args.action in _READ_ONLY:
@@ -106,6 +108,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"ucudnn db: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_BAD_INPUT
+    except sqlite3.Error as exc:
+        print(f"ucudnn db: SQLite cannot read or write {path}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # never a traceback: one line naming the file, exit 2
+        print(f"ucudnn db: cannot {args.action} {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 
@@ -130,6 +138,8 @@ def _read_json(file: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise _BadInput(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise _BadInput(f"{file} is nested too deeply to be a ucudnn export") from None
 
 
 def _write_json(data: Any, file: str) -> None:

@@ -130,6 +130,17 @@ def run(args: argparse.Namespace) -> int:
     except config.ConfigError as exc:
         print(f"ucudnn run: {exc}", file=sys.stderr)
         return 2
+    # What the command inherits obeys the rule the preload library and the planner apply, checked before it starts.
+    bad, unknown = config.check_environment(env)
+    for message in bad:
+        print(f"ucudnn run: {message}", file=sys.stderr)
+    if bad:
+        return 2
+    for name in unknown:
+        print(
+            f"ucudnn run: warning: {name} is not a ucudnn variable (`python -m ucudnn.config` lists them)",
+            file=sys.stderr,
+        )
     try:
         _paths.require(_paths.PRELOAD)
     except _paths.NotBuiltError as exc:
