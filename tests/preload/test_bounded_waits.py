@@ -15,7 +15,7 @@ import pytest
 from ucudnn import _paths
 from ucudnn.cache import Cache
 
-from .conftest import RunDriver, assert_close
+from .conftest import RunDriver, assert_close, messages
 
 LAYER = ["n=16", "c=32", "k=64", "in=16,16", "query=get", "op=fwd"]
 LIMIT = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB"}
@@ -73,7 +73,7 @@ def test_locked_cache_delays_a_call_boundedly_then_plans_in_memory(run_driver: R
     got = run_driver(*LAYER, "repeat=2", env=LIMIT | {"UCUDNN_DATABASE": str(holder)})
     assert got.returncode == 0, got.stderr
     # One line says what the call waits for, how long at most, and what happens then; nothing else is said.
-    (said,) = got.stderr.splitlines()
+    (said,) = messages(got.stderr)  # the exit summary aside
     assert "waiting up to 10 s for the cache" in said and str(holder) in said, got.stderr
     assert said.endswith("then this process plans in memory only")
     stats = got.report["stats"]
