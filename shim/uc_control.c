@@ -184,7 +184,10 @@ static char *stats_text(void)
     FIELD(graph_micro_batches);
     FIELD(graph_verified);
     FIELD(graph_rejected_by_measurement);
+    FIELD(plan_evictions);
+    FIELD(startup_passthrough);
 #undef FIELD
+    uc_sb_printf(&sb, "\"plan_cache_entries\":%d,", uc_cache_entries());
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)
         uc_sb_printf(&sb, "\"division\":null,");

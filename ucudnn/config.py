@@ -69,7 +69,6 @@ VARIABLES: tuple[Var, ...] = (
         Kind.BOOL,
         "0",
         "1: plan with deterministic algorithms only, as if every caller asked for determinism.",
-        readers=("python",),
     ),
     Var(
         "UCUDNN_TIME_SLACK",
