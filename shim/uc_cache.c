@@ -37,6 +37,7 @@ typedef struct entry {
 
 typedef struct kentry {
     struct kentry *next;
+    int exact_asks; /* uc_cache_kernel_exact_ask */
     uc_kernel k;
 } kentry;
 
@@ -364,26 +365,47 @@ void uc_cache_settle(const uc_ckey *key, uc_verify *verify, uc_plan *chosen)
     }
 }
 
-int uc_cache_note_kernel(const uc_kernel *k)
+/* The kernel's entry (N ignored), added if new (*fresh = 1); NULL if memory is short. Under kernels_lock. */
+static kentry *kernel_entry(const uc_kernel *k, int *fresh)
 {
     uc_kernel masked = *k;
     masked.x.dims[0] = masked.y.dims[0] = masked.z.dims[0] = 0;
     uint64_t h = mix(0x84222325cbf29ce4ULL, &masked, sizeof masked);
-    int fresh = 1;
-    pthread_mutex_lock(&kernels_lock);
     kentry **head = &kernels[h % UC_BUCKETS];
-    for (kentry *e = *head; e && fresh; e = e->next)
-        fresh = memcmp(&e->k, &masked, sizeof masked) != 0;
-    if (fresh) {
-        kentry *e = malloc(sizeof *e);
-        if (e) {
-            e->k = masked;
-            e->next = *head;
-            *head = e;
-        }
+    *fresh = 0;
+    for (kentry *e = *head; e; e = e->next)
+        if (memcmp(&e->k, &masked, sizeof masked) == 0)
+            return e;
+    *fresh = 1;
+    kentry *e = calloc(1, sizeof *e);
+    if (e) {
+        e->k = masked;
+        e->next = *head;
+        *head = e;
     }
+    return e;
+}
+
+int uc_cache_note_kernel(const uc_kernel *k)
+{
+    int fresh = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kernel_entry(k, &fresh);
     pthread_mutex_unlock(&kernels_lock);
     return fresh;
+}
+
+int uc_cache_kernel_exact_ask(const uc_kernel *k)
+{
+    int fresh = 0, ok = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kentry *e = kernel_entry(k, &fresh);
+    if (e && e->exact_asks < UC_EXACT_ASKS) {
+        e->exact_asks++;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    return ok;
 }
 
 void uc_cache_clear(void)

@@ -161,8 +161,9 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
     uc_verify *check = NULL;
     if (p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace()) {
         /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
-         * known about exactly this one -- a check may have settled it in an earlier run. */
-        if (p->limit != usable || p->det_requested != det) {
+         * known about exactly this one -- a check may have settled it in an earlier run. At most UC_EXACT_ASKS
+         * sizes a kernel: past them a new size is simply checked. */
+        if ((p->limit != usable || p->det_requested != det) && uc_cache_kernel_exact_ask(c->k)) {
             uc_plan *q = uc_plan_exact(c, usable, det);
             if (q && q->verified) {
                 uc_plan_release(p);

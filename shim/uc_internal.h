@@ -249,6 +249,10 @@ int uc_cache_entries(void);
 uint64_t uc_cache_view(void);
 /* 1 if this kernel (N ignored) was not seen before. */
 int uc_cache_note_kernel(const uc_kernel *k);
+/* 1 (counted) if this kernel (N ignored) has had fewer than UC_EXACT_ASKS exact questions to the planner about a
+ * check's verdict (uc_exec.c): a program passing ever new workspace sizes costs a bounded number of them. */
+#define UC_EXACT_ASKS 16
+int uc_cache_kernel_exact_ask(const uc_kernel *k);
 /*
  * Drop every plan. A plan this same thread is making when it clears is never stale: the clear came from its own
  * planner (which then plans under what it just changed, e.g. a new workspace division) or from registering the

@@ -102,12 +102,14 @@ def test_a_workspace_too_small_with_no_plan_that_fits_gets_the_real_status(
 # ---- 6. bounded memory ----
 
 
+@pytest.mark.parametrize("samples", ["0", "3"])  # checks on real executions off / on (their exact questions)
 def test_many_distinct_workspace_sizes_keep_the_plan_cache_bounded(
-    reliability_driver: Path, preload_lib: Path, tmp_path: Path
+    reliability_driver: Path, preload_lib: Path, tmp_path: Path, samples: str
 ) -> None:
     args = ["mode=sizes", "op=fwd", "n=8", "c=2", "k=2", "in=4,4", "planner=fixed", "plan=4:0,4:0"]
-    small = run_rel(reliability_driver, preload_lib, tmp_path / "c.sqlite", *args, "count=100")
-    big = run_rel(reliability_driver, preload_lib, tmp_path / "c.sqlite", *args, "count=6000")
+    env = {"UCUDNN_VERIFY_SAMPLES": samples}
+    small = run_rel(reliability_driver, preload_lib, tmp_path / "c.sqlite", *args, "count=100", env=env)
+    big = run_rel(reliability_driver, preload_lib, tmp_path / "c.sqlite", *args, "count=6000", env=env)
     assert small["failures"] == 0 and big["failures"] == 0
     s, b = small["stats"], big["stats"]
     assert b["planned"] == 6000 and b["micro_batches"] == 12000
@@ -132,3 +134,23 @@ def test_threads_wait_for_the_planner_another_thread_is_starting(run_driver: Run
     assert stats["planned"] == 12 and stats["passthrough"] == 0 and stats["startup_passthrough"] == 0, stats
     for t in range(12):
         assert_close(got.output("float", t), ref.output("float", t), "float")
+
+
+@pytest.fixture(scope="session")
+def gil_driver(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_driver("gil_driver", tmp_path_factory, extra=("-rdynamic",))
+
+
+def test_a_thread_holding_the_gil_passes_through_while_the_planner_starts(
+    gil_driver: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    # A host that looks like Python to the shim (c/gil_driver.c): thread A starts the planner, whose
+    # PyGILState_Ensure waits for the main thread; the main thread, holding the GIL, executes meanwhile. Waiting
+    # for A would deadlock (until a bound), so it passes through, counted, and A's start-up then completes.
+    got = run_rel(gil_driver, preload_lib, tmp_path / "c.sqlite", "op=fwd", "n=8", "algo=0", "plan=4:0,4:0")
+    assert "never released the GIL" not in got["stderr"], got["stderr"]
+    assert got["start_seen"] == 1 and got["failures"] == 0, got
+    assert got["a_status"] == 0 and got["main_status"] == 0 and got["after_status"] == 0
+    stats = got["stats"]
+    assert stats["startup_passthrough"] == 1 and stats["passthrough"] == 1, stats
+    assert stats["planned"] == 2 and stats["planner_calls"] >= 1, stats
