@@ -52,6 +52,17 @@ def test_null_pointers_at_huge_n_are_answered_before_any_planning(
     assert stats["passthrough"] == 1 and stats["plan_cache_entries"] == 0, stats
 
 
+def test_an_unsupported_algorithm_at_huge_n_is_answered_before_any_planning(
+    reliability_driver: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    # Valid-looking pointers (never read: the real library refuses the algorithm first) and N = 2^27.
+    args = ["mode=bad", "null=", "dummy=1", "op=fwd", "algo=6", "stride=2", *HUGE, "planner=fixed", "plan=134217728:0"]
+    ref = run_rel(reliability_driver, None, tmp_path / "c.sqlite", *args)
+    got = run_rel(reliability_driver, preload_lib, tmp_path / "c.sqlite", *args)
+    assert ref["status"] != 0 and got["status"] == ref["status"]
+    assert got["stats"]["planner_calls"] == 0 and got["stats"]["plan_misses"] == 0, got["stats"]
+
+
 # ---- 4. status parity ----
 
 REFUSED = {

@@ -3,7 +3,9 @@
  * memory). Arguments are those of driver_common.h plus:
  *   mode=bad      one execution of the problem with the data pointers given by null=xwy (letters: which of
  *                 x, w, y are NULL; "" none), algo=, ws=BYTES (a workspace of that size, NULL when 0), ybad=1
- *                 (y with one channel too many, 2-D NCHW); prints the status and the wall time of the call (ms)
+ *                 (y with one channel too many, 2-D NCHW), dummy=1 (pointers that are not NULL point at a small
+ *                 buffer: for calls refused before their data is read); prints the status and the call's wall
+ *                 time (ms)
  *   mode=sizes    count= executions, each with a workspace one byte larger than the last (from ws_base=), on
  *                 real data; prints the resident memory (KiB) and wall time of the loop
  * planner=fixed (plan=...) registers a C planner that answers every request with that plan.
@@ -66,13 +68,16 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "bad")) {
         const char *nulls = opt("null", "xwy");
         size_t ws_bytes = (size_t)strtoull(opt("ws", "0"), NULL, 10);
+        /* dummy=1: the pointers not NULL point at a small buffer (a call refused before its data is touched) */
+        static double dummy[64];
+        int fake = opti("dummy", 0);
         conv_buffers b = {NULL, NULL, NULL, NULL, NULL};
         if (!strchr(nulls, 'x'))
-            b.x = calloc(P.x_elems, P.esz);
+            b.x = fake ? (void *)dummy : calloc(P.x_elems, P.esz);
         if (!strchr(nulls, 'w'))
-            b.w = calloc(P.w_elems, P.esz);
+            b.w = fake ? (void *)dummy : calloc(P.w_elems, P.esz);
         if (!strchr(nulls, 'y'))
-            b.y = calloc(P.y_elems, P.esz);
+            b.y = fake ? (void *)dummy : calloc(P.y_elems, P.esz);
         b.z = b.y;
         b.bias = calloc((size_t)P.k, P.esz);
         void *ws = ws_bytes ? calloc(1, ws_bytes) : NULL;
