@@ -182,11 +182,16 @@ static int same_kernel(const entry *e, const uc_ckey *key, uint64_t h)
 
 int uc_cache_kernel_planned(const uc_ckey *key)
 {
+    return uc_cache_reports_algo(key, -1);
+}
+
+int uc_cache_reports_algo(const uc_ckey *key, int algo)
+{
     uint64_t h = hash_of(key);
     int found = 0;
     pthread_rwlock_rdlock(&lock);
     for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next)
-        found = same_kernel(e, key, h);
+        found = same_kernel(e, key, h) && (algo < 0 || (e->plan->count > 0 && e->plan->algo0 == algo));
     pthread_rwlock_unlock(&lock);
     return found;
 }

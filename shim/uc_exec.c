@@ -142,10 +142,15 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         return p;
     /* The real library judges the caller's own call first (its algorithm for this problem, the descriptors'
      * agreement): a call it refuses for anything but the workspace gets its status, never a plan in its place.
-     * Only on a miss: the answer depends on nothing outside the key. Not cached: nothing is planned for it. */
+     * Only on a miss: the answer depends on nothing outside the key. Not cached: nothing is planned for it.
+     * Except an algorithm the shim itself reported for a plan of this kernel (Get/Find): executing it runs the
+     * plan, even where the real library would not run that algorithm at the full N. */
     size_t need = 0;
     int st = uc_real_ws(c, c->x, c->y, c->conv, algo, &need);
-    if (st != 0) {
+    uc_ckey pkey;
+    if (st != 0)
+        uc_ckey_init(&pkey, UC_KEY_PLAN, c->k, uc_cfg_policy(), 0, 0, 0);
+    if (st != 0 && !uc_cache_reports_algo(&pkey, algo)) {
         uc_log(UC_LOG_DEBUG, "%s passes through: the real library refuses algorithm %d here (status %d)",
                uc_op_name(c->k->op), algo, st);
         return NULL;
