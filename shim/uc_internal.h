@@ -338,8 +338,9 @@ uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int polic
 uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
 /* device name + real library version + backend, as the planner's requests carry it */
 void uc_backend_id(char *buf, size_t len);
-/* The planner to use now (finding it at the first call); NULL with *transient set while another thread is still
- * looking (the caller passes the call through uncached rather than wait: that thread may want a GIL we hold). */
+/* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
+ * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
+ * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
 ucudnn_planner_fn uc_get_planner(int *transient);
 /* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
 ucudnn_recorder_fn uc_get_recorder(void);
