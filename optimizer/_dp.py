@@ -8,6 +8,14 @@ sum of non-negative times, so rounding is relative to the value itself.
 
 Coins are added in order of increasing workspace. After the coins with workspace <= w, the table holds the best
 times under limit w: this is what both the tie-break on workspace and the Pareto front read.
+
+The table has B + 1 entries, so it is used only where the candidate sizes are that many anyway (policy ``all``).
+When every size but B itself is a power of two (``powerOfTwo``, ``undivided``), no table is needed: any multiset
+of powers of two summing to n splits into groups summing to the binary digits of n (take the elements in
+descending order: every prefix sum is a multiple of the next element, so no digit is skipped), and a group of
+2^j is either one micro-batch of 2^j or two groups of 2^(j-1). So with c(0) = t(1) and
+c(j) = min(t(2^j), 2 c(j-1)), T(n) is the sum of c(j) over n's binary digits, B's own size aside: O(log B) time
+and memory, whatever B is (``BinaryKnapsack``).
 """
 
 from __future__ import annotations
@@ -148,3 +156,108 @@ def describe_infeasible(
         f"usable micro-batch sizes {have} cannot make {batch}; sizes with no measured {what} fitting the "
         f"limit: {shown}"
     )
+
+
+class Knapsack:
+    """T(batch) as coins are added, and the plan that achieves it (``reconstruct``'s tie-breaks)."""
+
+    def add(self, size: int, time_ms: float) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def best(self) -> float:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def snapshot(self) -> Knapsack:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def plan(self, coins: Mapping[int, AlgoPerf]) -> Plan:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class TableKnapsack(Knapsack):
+    """The general case: a table of batch + 1 best times."""
+
+    def __init__(self, batch: int) -> None:
+        self.table = new_table(batch)
+
+    def add(self, size: int, time_ms: float) -> None:
+        add_coin(self.table, size, time_ms)
+
+    def best(self) -> float:
+        return float(self.table[-1])
+
+    def snapshot(self) -> Knapsack:
+        copy = TableKnapsack.__new__(TableKnapsack)
+        copy.table = self.table.copy()
+        return copy
+
+    def plan(self, coins: Mapping[int, AlgoPerf]) -> Plan:
+        return reconstruct(self.table, coins)
+
+
+class BinaryKnapsack(Knapsack):
+    """Sizes that are powers of two, and ``batch`` itself: O(log batch) state (see the module's docstring)."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.times: dict[int, float] = {}
+
+    def add(self, size: int, time_ms: float) -> None:
+        self.times[size] = min(self.times.get(size, math.inf), float(time_ms))
+
+    def _chunks(self) -> tuple[list[float], list[bool]]:
+        """c(j) for 2^j <= batch, and whether one micro-batch of 2^j achieves it (preferred on a tie)."""
+        cost: list[float] = []
+        single: list[bool] = []
+        for j in range(self.batch.bit_length()):
+            one = self.times.get(1 << j, math.inf)
+            halves = 2.0 * cost[j - 1] if j else math.inf
+            best = min(one, halves)
+            cost.append(best)
+            single.append(one < math.inf and close_enough(one, best))
+        return cost, single
+
+    def _split(self) -> tuple[float, float, list[bool]]:
+        """(time of batch as powers of two, time of one micro-batch of batch, chunk choices)."""
+        cost, single = self._chunks()
+        total = 0.0
+        for j in range(self.batch.bit_length()):
+            if self.batch >> j & 1:
+                total += cost[j]
+        whole = self.times.get(self.batch, math.inf) if self.batch & (self.batch - 1) else math.inf
+        return total, whole, single
+
+    def best(self) -> float:
+        total, whole, _ = self._split()
+        return min(total, whole)
+
+    def snapshot(self) -> Knapsack:
+        copy = BinaryKnapsack(self.batch)
+        copy.times = dict(self.times)
+        return copy
+
+    def plan(self, coins: Mapping[int, AlgoPerf]) -> Plan:
+        total, whole, single = self._split()
+        if whole < math.inf and close_enough(whole, min(total, whole)):
+            return Plan((MicroBatch.from_perf(coins[self.batch]),))
+        sizes: list[int] = []
+        for j in reversed(range(self.batch.bit_length())):
+            if self.batch >> j & 1:
+                sizes += self._chunk_sizes(j, single)
+        sizes.sort(reverse=True)
+        return Plan(tuple(MicroBatch.from_perf(coins[s]) for s in sizes))
+
+    @staticmethod
+    def _chunk_sizes(j: int, single: list[bool]) -> list[int]:
+        """The micro-batch sizes of the best group of 2^j: 2^k micro-batches of 2^(j-k), k the fewest halvings."""
+        k = j
+        while not single[k]:
+            k -= 1
+        return [1 << k] * (1 << (j - k))
+
+
+def knapsack(batch: int, sizes: Iterable[int]) -> Knapsack:
+    """The cheapest exact knapsack for coins of these sizes (no table when they are powers of two, or batch)."""
+    if all(s == batch or s & (s - 1) == 0 for s in sizes):
+        return BinaryKnapsack(batch)
+    return TableKnapsack(batch)

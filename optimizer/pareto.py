@@ -42,17 +42,17 @@ def pareto_front(
                 best = p.time_ms
     coins.sort(key=lambda p: (p.workspace_bytes, p.batch, *_dp.algo_key(p)))
 
-    table = _dp.new_table(batch)
+    table = _dp.knapsack(batch, usable)
     current: dict[int, AlgoPerf] = {}
     front: list[Plan] = []
     best_time = float("inf")
     for _, group in itertools.groupby(coins, key=lambda p: p.workspace_bytes):
         for p in group:
-            _dp.add_coin(table, p.batch, p.time_ms)
+            table.add(p.batch, p.time_ms)
             current[p.batch] = p
-        t = float(table[batch])
+        t = table.best()
         if t < best_time and not _dp.close_enough(best_time, t):
-            plan = _dp.reconstruct(table, dict(current))
+            plan = table.plan(dict(current))
             if not front or plan.time_ms < front[-1].time_ms:
                 front.append(plan)
             best_time = t

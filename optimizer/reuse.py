@@ -38,15 +38,15 @@ def best_plan(
     # Adding the sizes in order of their workspace lets the least plan workspace among the fastest plans be read
     # off as the first stage whose T(batch) is already optimal.
     order = sorted(fastest.values(), key=lambda p: (p.workspace_bytes, p.batch))
-    table = _dp.new_table(batch)
-    stages: list[tuple[int, float, _dp.FloatArray]] = []
+    table = _dp.knapsack(batch, fastest)
+    stages: list[tuple[int, float, _dp.Knapsack]] = []
     for ws, group in itertools.groupby(order, key=lambda p: p.workspace_bytes):
         for p in group:
-            _dp.add_coin(table, p.batch, p.time_ms)
-        t = float(table[batch])
+            table.add(p.batch, p.time_ms)
+        t = table.best()
         # Only a stage that lowers T(batch) can be the first optimal one, so only those need a snapshot.
         if not stages or t < stages[-1][1]:
-            stages.append((ws, t, table.copy()))
+            stages.append((ws, t, table.snapshot()))
 
     if not stages or stages[-1][1] == float("inf"):
         return PlanResult(
@@ -57,7 +57,7 @@ def best_plan(
     best_time = stages[-1][1]
     ws_limit, _, stage_table = next(s for s in stages if _dp.close_enough(s[1], best_time))
     coins = {size: p for size, p in fastest.items() if p.workspace_bytes <= ws_limit}
-    plan = _dp.reconstruct(stage_table, coins)
+    plan = stage_table.plan(coins)
     return PlanResult(
         Status.OPTIMAL,
         plan,

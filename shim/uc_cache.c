@@ -16,11 +16,19 @@
 #include "uc_internal.h"
 
 #define UC_BUCKETS 4096
+/* Most entries held (plans and execution decisions together): past it, the least recently used go (a clock
+ * sweep: a hit marks its entry used, the sweep spares a marked entry once). Memory and the longest bucket walk
+ * stay bounded whatever the number of distinct workspace sizes a program passes. */
+#ifndef UC_CACHE_MAX
+#define UC_CACHE_MAX 2048
+#endif
 
 _Static_assert(offsetof(uc_ckey, limit) == 16 && offsetof(uc_ckey, k) == 32, "uc_ckey layout");
 
 typedef struct entry {
     struct entry *next;
+    struct entry *older, *newer; /* the clock's order of insertion (under the write lock) */
+    atomic_int used;             /* set by a hit (under the read lock), cleared by the sweep */
     uint64_t hash;
     uc_ckey key;
     uc_plan *plan;
@@ -29,11 +37,14 @@ typedef struct entry {
 
 typedef struct kentry {
     struct kentry *next;
+    int exact_asks; /* uc_cache_kernel_exact_ask */
     uc_kernel k;
 } kentry;
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static entry *buckets[UC_BUCKETS];
+static entry *oldest, *newest; /* the clock: every entry, oldest first */
+static int entries;
 /* Clears so far (changed under the write lock), and the ones made by this thread: a thread's view is their
  * difference, which only another thread's clear moves (see uc_cache_put). */
 static _Atomic uint64_t clears;
@@ -139,6 +150,7 @@ uc_plan *uc_cache_get_exec(const uc_ckey *key, uc_verify **verify)
         if (e->hash == h && memcmp(&e->key, key, sizeof *key) == 0) {
             found = e->plan;
             uc_plan_ref(found);
+            atomic_store_explicit(&e->used, 1, memory_order_relaxed);
             if (verify && e->verify) {
                 uc_verify_ref(e->verify);
                 *verify = e->verify;
@@ -161,6 +173,29 @@ uc_plan *uc_cache_get(const uc_ckey *key)
  * turns out deterministic. Only real plans qualify: "no plan" under one limit says nothing certain about another
  * when it came from a planner error.
  */
+/* An entry planned for the same kernel, N and policy as `key` (any limit and determinism). */
+static int same_kernel(const entry *e, const uc_ckey *key, uint64_t h)
+{
+    return e->hash == h && e->key.kind == UC_KEY_PLAN && e->key.n == key->n && e->key.policy == key->policy &&
+           memcmp(&e->key.k, &key->k, sizeof key->k) == 0;
+}
+
+int uc_cache_kernel_planned(const uc_ckey *key)
+{
+    return uc_cache_reports_algo(key, -1);
+}
+
+int uc_cache_reports_algo(const uc_ckey *key, int algo)
+{
+    uint64_t h = hash_of(key);
+    int found = 0;
+    pthread_rwlock_rdlock(&lock);
+    for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next)
+        found = same_kernel(e, key, h) && (algo < 0 || (e->plan->count > 0 && e->plan->algo0 == algo));
+    pthread_rwlock_unlock(&lock);
+    return found;
+}
+
 uc_plan *uc_cache_alias(const uc_ckey *key)
 {
     uint64_t h = hash_of(key);
@@ -168,17 +203,85 @@ uc_plan *uc_cache_alias(const uc_ckey *key)
     pthread_rwlock_rdlock(&lock);
     for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next) {
         const uc_plan *p = e->plan;
-        if (e->hash != h || e->key.kind != UC_KEY_PLAN || e->key.n != key->n || e->key.policy != key->policy ||
-            memcmp(&e->key.k, &key->k, sizeof key->k) != 0)
+        if (!same_kernel(e, key, h))
             continue;
         int det_ok = e->key.sel == key->sel || (key->sel == 1 && p->deterministic);
         if (p->count > 0 && det_ok && e->key.limit >= key->limit && p->workspace <= key->limit) {
             found = e->plan;
             uc_plan_ref(found);
+            atomic_store_explicit(&e->used, 1, memory_order_relaxed);
         }
     }
     pthread_rwlock_unlock(&lock);
     return found;
+}
+
+/* ---- the clock (all under the write lock) ---- */
+
+static void clock_link(entry *e)
+{
+    e->older = newest;
+    e->newer = NULL;
+    if (newest)
+        newest->newer = e;
+    else
+        oldest = e;
+    newest = e;
+    entries++;
+}
+
+static void clock_unlink(entry *e)
+{
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        newest = e->older;
+    entries--;
+}
+
+/* Make room for one entry: unlink the least recently used ones (spared once each if used since the last sweep)
+ * onto *gone, for release after the lock is dropped. */
+static void evict(entry **gone)
+{
+    for (int steps = 0; entries >= UC_CACHE_MAX && oldest && steps <= 2 * UC_CACHE_MAX; steps++) {
+        entry *e = oldest;
+        clock_unlink(e);
+        if (atomic_exchange_explicit(&e->used, 0, memory_order_relaxed)) {
+            clock_link(e); /* a second chance: to the young end */
+            continue;
+        }
+        entry **pp = &buckets[e->hash % UC_BUCKETS];
+        while (*pp && *pp != e)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = e->next;
+        e->next = *gone;
+        *gone = e;
+        UC_COUNT(plan_evictions, 1);
+    }
+}
+
+static void release_entries(entry *all)
+{
+    while (all) {
+        entry *e = all;
+        all = e->next;
+        uc_plan_release(e->plan);
+        uc_verify_release(e->verify);
+        free(e);
+    }
+}
+
+int uc_cache_entries(void)
+{
+    pthread_rwlock_rdlock(&lock);
+    int n = entries;
+    pthread_rwlock_unlock(&lock);
+    return n;
 }
 
 uint64_t uc_cache_view(void)
@@ -194,7 +297,7 @@ uc_plan *uc_cache_put(const uc_ckey *key, uc_plan *p, uint64_t view)
 uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, uc_verify *verify, uint64_t view, uc_verify **verify_out)
 {
     uint64_t h = hash_of(key);
-    entry *fresh = malloc(sizeof *fresh);
+    entry *fresh = malloc(sizeof *fresh), *gone = NULL;
     uc_plan *result = NULL;
     if (verify_out)
         *verify_out = NULL;
@@ -216,6 +319,10 @@ uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, uc_verify *verify, ui
         }
     }
     if (!result && fresh) {
+        evict(&gone);
+        head = &buckets[h % UC_BUCKETS];
+        atomic_init(&fresh->used, 0);
+        clock_link(fresh);
         fresh->hash = h;
         fresh->key = *key;
         fresh->plan = p;
@@ -238,6 +345,7 @@ uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, uc_verify *verify, ui
     uc_plan_ref(result);
     pthread_rwlock_unlock(&lock);
     free(fresh);
+    release_entries(gone);
     return result;
 }
 
@@ -262,26 +370,47 @@ void uc_cache_settle(const uc_ckey *key, uc_verify *verify, uc_plan *chosen)
     }
 }
 
-int uc_cache_note_kernel(const uc_kernel *k)
+/* The kernel's entry (N ignored), added if new (*fresh = 1); NULL if memory is short. Under kernels_lock. */
+static kentry *kernel_entry(const uc_kernel *k, int *fresh)
 {
     uc_kernel masked = *k;
     masked.x.dims[0] = masked.y.dims[0] = masked.z.dims[0] = 0;
     uint64_t h = mix(0x84222325cbf29ce4ULL, &masked, sizeof masked);
-    int fresh = 1;
-    pthread_mutex_lock(&kernels_lock);
     kentry **head = &kernels[h % UC_BUCKETS];
-    for (kentry *e = *head; e && fresh; e = e->next)
-        fresh = memcmp(&e->k, &masked, sizeof masked) != 0;
-    if (fresh) {
-        kentry *e = malloc(sizeof *e);
-        if (e) {
-            e->k = masked;
-            e->next = *head;
-            *head = e;
-        }
+    *fresh = 0;
+    for (kentry *e = *head; e; e = e->next)
+        if (memcmp(&e->k, &masked, sizeof masked) == 0)
+            return e;
+    *fresh = 1;
+    kentry *e = calloc(1, sizeof *e);
+    if (e) {
+        e->k = masked;
+        e->next = *head;
+        *head = e;
     }
+    return e;
+}
+
+int uc_cache_note_kernel(const uc_kernel *k)
+{
+    int fresh = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kernel_entry(k, &fresh);
     pthread_mutex_unlock(&kernels_lock);
     return fresh;
+}
+
+int uc_cache_kernel_exact_ask(const uc_kernel *k)
+{
+    int fresh = 0, ok = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kentry *e = kernel_entry(k, &fresh);
+    if (e && e->exact_asks < UC_EXACT_ASKS) {
+        e->exact_asks++;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    return ok;
 }
 
 void uc_cache_clear(void)
@@ -298,12 +427,8 @@ void uc_cache_clear(void)
             all = e;
         }
     }
+    oldest = newest = NULL;
+    entries = 0;
     pthread_rwlock_unlock(&lock);
-    while (all) {
-        entry *e = all;
-        all = e->next;
-        uc_plan_release(e->plan);
-        uc_verify_release(e->verify);
-        free(e);
-    }
+    release_entries(all);
 }

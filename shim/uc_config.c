@@ -354,6 +354,11 @@ int uc_cfg_limit_auto(void)
     return num_of(UC_VAR_UCUDNN_DEFAULT_WORKSPACE_LIMIT) == UC_LIMIT_AUTO;
 }
 
+int uc_cfg_deterministic(void)
+{
+    return num_of(UC_VAR_UCUDNN_DETERMINISTIC) != 0;
+}
+
 int uc_cfg_verify_samples(void)
 {
     return (int)num_of(UC_VAR_UCUDNN_VERIFY_SAMPLES);

@@ -190,7 +190,10 @@ static char *stats_text(void)
     uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",
                  (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
                  (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6);
+    FIELD(plan_evictions);
+    FIELD(startup_passthrough);
 #undef FIELD
+    uc_sb_printf(&sb, "\"plan_cache_entries\":%d,", uc_cache_entries());
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)
         uc_sb_printf(&sb, "\"division\":null,");

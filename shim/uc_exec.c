@@ -140,18 +140,34 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
     uc_plan *p = uc_cache_get_exec(key, verify);
     if (p)
         return p;
+    /* The real library judges the caller's own call first (its algorithm for this problem, the descriptors'
+     * agreement): a call it refuses for anything but the workspace gets its status, never a plan in its place.
+     * Only on a miss: the answer depends on nothing outside the key. Not cached: nothing is planned for it.
+     * Except an algorithm the shim itself reported for a plan of this kernel (Get/Find): executing it runs the
+     * plan, even where the real library would not run that algorithm at the full N. */
+    size_t need = 0;
+    int st = uc_real_ws(c, c->x, c->y, c->conv, algo, &need);
+    uc_ckey pkey;
+    if (st != 0)
+        uc_ckey_init(&pkey, UC_KEY_PLAN, c->k, uc_cfg_policy(), 0, 0, 0);
+    if (st != 0 && !uc_cache_reports_algo(&pkey, algo)) {
+        uc_log(UC_LOG_DEBUG, "%s passes through: the real library refuses algorithm %d here (status %d)",
+               uc_op_name(c->k->op), algo, st);
+        return NULL;
+    }
     /* The caller's algorithm says whether it wants determinism: a plan never trades it away. */
-    int det = uc_algo_deterministic(c, algo);
+    int det = uc_cfg_deterministic() || uc_algo_deterministic(c, algo);
     int fresh = 0;
-    p = uc_get_plan(c, usable, det, &fresh);
+    p = uc_get_plan_bucketed(c, usable, det, uc_cfg_policy(), &fresh);
     if (fresh && usable < uc_cfg_planning_limit()) /* planned again for a workspace below Get/Find's limit */
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;
     int check_it = p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
-    if (check_it && (p->limit != usable || p->det_requested != det)) {
-        /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
-         * known about exactly this one -- a check may have settled it in an earlier run. */
+    /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
+     * known about exactly this one -- a check may have settled it in an earlier run. At most UC_EXACT_ASKS sizes a
+     * kernel: past them a new size is simply checked. */
+    if (check_it && (p->limit != usable || p->det_requested != det) && uc_cache_kernel_exact_ask(c->k)) {
         uc_plan *q = uc_plan_exact(c, usable, det);
         if (q && q->verified) {
             uc_plan_release(p);
@@ -161,11 +177,11 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         }
     }
     /* The undivided choice for the same workspace: its predicted time goes to the exit summary (what cuDNN
-     * alone would take in it), and a new divided plan is checked against it. */
+     * alone would take in it), and a new divided plan is checked against it. Not under Division (each request
+     * is a re-division) nor with checks off (no second planner call then). */
     uc_verify *check = NULL;
-    /* Not under Division (each request is a re-division) nor with checks off (no second planner call then). */
     if (p->count > 1 && !uc_cfg_total_workspace() && uc_cfg_verify_samples() > 0) {
-        uc_plan *base = uc_get_plan_as(c, usable, det, uc_cfg_policy_undivided(), NULL);
+        uc_plan *base = uc_get_plan_bucketed(c, usable, det, uc_cfg_policy_undivided(), NULL);
         if (base && base->count == 1) {
             float unknown = 0.0f;
             atomic_compare_exchange_strong(&p->base_ms, &unknown, base->time_ms);
@@ -202,10 +218,22 @@ static void settle(const uc_call *c, const uc_ckey *key, uc_verify *v)
     uc_record_verdict(&out);
 }
 
+/* Arguments the real library refuses before it looks at anything else: nothing is planned for them. */
+static const char *bad_arguments(const exec_args *a)
+{
+    if (!a->handle || !a->alpha || !a->x || !a->y || !a->w)
+        return "a NULL handle, scaling factor or data pointer";
+    if (a->k->biasact ? !a->alpha2 || !a->bias || !a->z || !a->bias_desc || !a->act : !a->beta)
+        return "a NULL scaling factor, addend, bias or activation";
+    if (a->algo < 0 || a->algo >= uc_algo_count(a->k->op))
+        return "the caller's algorithm is not one of the op's";
+    return NULL;
+}
+
 static cudnnStatus_t execute(const exec_args *a, const char *why)
 {
-    if (!why && (a->algo < 0 || a->algo >= uc_algo_count(a->k->op)))
-        why = "the caller's algorithm is not one of the op's"; /* cuDNN's own answer, not a plan's */
+    if (!why) /* validation first: cuDNN's own answer, not a plan's, and no planning for it */
+        why = bad_arguments(a);
     if (why) {
         UC_COUNT(passthrough, 1);
         uc_log(UC_LOG_DEBUG, "%s passes through: %s", uc_op_name(a->k->op), why);
@@ -213,7 +241,8 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
     }
     uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv};
     size_t cap = uc_cfg_exec_cap();
-    size_t usable = a->ws_bytes < cap ? a->ws_bytes : cap; /* all the decision depends on: one entry per value */
+    /* All the decision depends on: one entry per value. A NULL workspace offers nothing, whatever its size. */
+    size_t usable = !a->ws ? 0 : a->ws_bytes < cap ? a->ws_bytes : cap;
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_EXEC, a->k, uc_cfg_policy(), a->algo, usable, cap);
     uc_verify *v = NULL;

@@ -22,6 +22,8 @@
 #define UC_MAXD CUDNN_DIM_MAX
 /* Rows asked of the real Find/Get: cuDNN may list an algorithm once per math type, so well over the enum count. */
 #define UC_MAX_ROWS 64
+/* Most micro-batches a plan may have (the reply's capacity): planning storage never grows with N. */
+#define UC_MAX_MICRO 4096
 
 /* ---- the real library (uc_resolve.c) ---- */
 
@@ -86,6 +88,7 @@ int uc_cfg_limit_auto(void);
 /* "No limit" as the planner and the SQLite cache see it (signed 64-bit there). */
 #define UC_UNLIMITED ((size_t)INT64_MAX)
 int uc_cfg_verify_samples(void);   /* UCUDNN_VERIFY_SAMPLES */
+int uc_cfg_deterministic(void);    /* UCUDNN_DETERMINISTIC: every request asks for determinism */
 double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
 size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
 size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
@@ -233,6 +236,10 @@ uc_plan *uc_cache_get_exec(const uc_ckey *key, struct uc_verify **verify);
 /* A referenced plan planned for the same kernel, N, policy at a limit >= key->limit whose workspace fits
  * key->limit (optimal there too), with compatible determinism; or NULL. key->kind must be UC_KEY_PLAN. */
 uc_plan *uc_cache_alias(const uc_ckey *key);
+/* 1 if a plan for the same kernel, N and policy as key (a UC_KEY_PLAN key) is held, at any limit. */
+int uc_cache_kernel_planned(const uc_ckey *key);
+/* 1 if such a plan (count > 0) is reported in Get/Find results as algorithm `algo` (its algo0). */
+int uc_cache_reports_algo(const uc_ckey *key, int algo);
 /*
  * Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
  * Returns a referenced plan for the key (the caller still owns its reference to `p`). `view` is what
@@ -248,10 +255,16 @@ uc_plan *uc_cache_put_exec(const uc_ckey *key, uc_plan *p, struct uc_verify *ver
 /* The check `verify` of the entry `key` is over: the entry runs `chosen` from now on, without a check. Nothing
  * happens if the entry is gone or has another check (a clear came in between). */
 void uc_cache_settle(const uc_ckey *key, struct uc_verify *verify, uc_plan *chosen);
+/* Entries held now (bounded: the least recently used go first, counted as plan_evictions). */
+int uc_cache_entries(void);
 /* This thread's view of the cache's clear count (see uc_cache_put). */
 uint64_t uc_cache_view(void);
 /* 1 if this kernel (N ignored) was not seen before. */
 int uc_cache_note_kernel(const uc_kernel *k);
+/* 1 (counted) if this kernel (N ignored) has had fewer than UC_EXACT_ASKS exact questions to the planner about a
+ * check's verdict (uc_exec.c): a program passing ever new workspace sizes costs a bounded number of them. */
+#define UC_EXACT_ASKS 16
+int uc_cache_kernel_exact_ask(const uc_kernel *k);
 /*
  * Drop every plan. A plan this same thread is making when it clears is never stale: the clear came from its own
  * planner (which then plans under what it just changed, e.g. a new workspace division) or from registering the
@@ -327,14 +340,17 @@ typedef struct {
 uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh);
 /* The same under batch-size policy `policy` (an index of UCUDNN_BATCH_SIZE_POLICY's choices). */
 uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh);
+/* The same for an execution's workspace: planned at bucket sizes (see uc_plan.c), never a plan that exceeds it. */
+uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int policy, int *fresh);
 /* Ask the planner for exactly this limit, past the in-memory cache (which may hold a plan made under a larger
  * limit): its answer knows whether a check on real executions already settled this decision. NULL if no planner
  * answered. */
 uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
 /* device name + real library version + backend, as the planner's requests carry it */
 void uc_backend_id(char *buf, size_t len);
-/* The planner to use now (finding it at the first call); NULL with *transient set while another thread is still
- * looking (the caller passes the call through uncached rather than wait: that thread may want a GIL we hold). */
+/* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
+ * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
+ * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
 ucudnn_planner_fn uc_get_planner(int *transient);
 /* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
 ucudnn_recorder_fn uc_get_recorder(void);
@@ -387,7 +403,7 @@ typedef struct {
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches, graph_verified, graph_rejected_by_measurement,
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement, plan_evictions, startup_passthrough,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
          * undivided choices in the same workspaces, the largest workspace a plan ran in */
         divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;

@@ -331,10 +331,11 @@ static uc_plan *build_plan(const uc_call *c, const ucudnn_plan_request *req, con
     return p;
 }
 
-/* Determinism of a plan from any source (planner reply, stored plan, fallback): every micro-batch's algorithm as
- * the real library reports it at the call's N, unknown counting as deterministic (uc_algo_deterministic's rule).
+/* Determinism of a plan from any source (planner reply, stored plan, stored benchmarks, fallback): every
+ * micro-batch's algorithm as the real library reports it (the determinism of its Get*_v7 rows at the call's N).
  * Never what the source says: a forged cache row must not make a deterministic request run a non-deterministic
- * algorithm. */
+ * algorithm. An algorithm the real library does not report (or no report at all) counts as non-deterministic
+ * here: a plan is deterministic only when the real library says so for each of its algorithms. */
 static int real_deterministic(const uc_call *c, const ucudnn_plan_reply *rep)
 {
     ucudnn_perf rows[UC_MAX_ROWS];
@@ -342,7 +343,7 @@ static int real_deterministic(const uc_call *c, const ucudnn_plan_reply *rep)
     if (uc_real_get_v7(c, rows, UC_MAX_ROWS, &n) != 0)
         n = 0;
     for (int i = 0; i < rep->count; i++)
-        if (uc_row_determinism(rows, n, rep->micro_batches[i].algo) == 0)
+        if (uc_row_determinism(rows, n, rep->micro_batches[i].algo) != 1)
             return 0;
     return 1;
 }
@@ -392,10 +393,10 @@ void uc_backend_id(char *buf, size_t len)
 static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
 {
     const uc_kernel *k = c->k;
-    int n = k->x.dims[0];
+    int n = k->x.dims[0], cap = n < UC_MAX_MICRO ? n : UC_MAX_MICRO;
     size_t key_len = uc_kernel_text(k, NULL, 0);
     char *key = malloc(key_len + 1);
-    ucudnn_micro_batch *mbs = malloc(sizeof *mbs * (size_t)n);
+    ucudnn_micro_batch *mbs = malloc(sizeof *mbs * (size_t)cap);
     if (!key || !mbs || key_len == 0) {
         free(key);
         free(mbs);
@@ -407,12 +408,13 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     bench_ctx ctx = {NULL, c, NULL, atomic_fetch_add(&next_token, 2)};
     ucudnn_plan_request req = {UCUDNN_ABI_VERSION, k->op, key, backend, n, limit, uc_cfg_policy_name(policy),
                                det, uc_algo_count(k->op), (void *)ctx.token};
-    ucudnn_plan_reply rep = {0, n, mbs, 0.0f, 0, 0, 0};
+    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
 
     int transient = 0, source = UC_SRC_PLANNER, rc = 0;
     uc_plan *p = NULL;
     ucudnn_planner_fn planner = uc_get_planner(&transient);
     if (!planner && transient) {
+        UC_COUNT(startup_passthrough, 1);
         free(key);
         free(mbs);
         return NULL;
@@ -423,7 +425,7 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
         if (!atomic_exchange(&fallback_announced, 1))
             uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
                                    "algorithm that fits (built-in fallback)");
-        rep = (ucudnn_plan_reply){0, n, mbs, 0.0f, 0, 0, 0};
+        rep = (ucudnn_plan_reply){0, cap, mbs, 0.0f, 0, 0, 0};
         source = UC_SRC_FALLBACK;
         rc = fallback_plan(c, &req, &rep);
     }
@@ -465,7 +467,7 @@ uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det)
     int transient = 0;
     if (!uc_get_planner(&transient))
         return NULL; /* only a planner knows what a check settled */
-    uc_plan *p = make_plan(c, limit, uc_cfg_policy(), det);
+    uc_plan *p = make_plan(c, limit, uc_cfg_policy(), det || uc_cfg_deterministic());
     if (p && p->count == 0) {
         uc_plan_release(p);
         p = NULL;
@@ -480,6 +482,7 @@ uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
 
 uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh)
 {
+    det = det || uc_cfg_deterministic(); /* UCUDNN_DETERMINISTIC: every request asks for determinism */
     uint64_t view = uc_cache_view();
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det, limit, 0);
@@ -502,6 +505,44 @@ uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int
     uc_plan *cached = uc_cache_put(&key, p, view);
     uc_plan_release(p);
     return cached;
+}
+
+/* The smallest m * 2^e >= bytes with m < 8: four workspace buckets an octave, each at most 25% above its sizes. */
+static size_t bucket_ceiling(size_t bytes)
+{
+    if (bytes <= 8 || bytes >= UC_UNLIMITED / 2)
+        return bytes;
+    size_t unit = (size_t)1 << (63 - __builtin_clzll((unsigned long long)bytes) - 2);
+    return (bytes + unit - 1) / unit * unit;
+}
+
+/*
+ * The plan for an execution with `limit` bytes of workspace. A kernel's first size is planned exactly; later
+ * sizes at bucket sizes: the fastest plan under the bucket's ceiling L is the fastest under `limit` too when its
+ * workspace fits `limit`; else the fastest under one byte less than that workspace, and so on down the
+ * time/workspace front, which ends at `limit` itself. So every size of a bucket shares the same few planner calls
+ * and cache entries, and a program passing 100,000 distinct workspace sizes costs what a few dozen do.
+ */
+uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int policy, int *fresh)
+{
+    uc_ckey key;
+    uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det || uc_cfg_deterministic(), limit, 0);
+    uc_plan *p = uc_cache_get(&key);
+    if (!p)
+        p = uc_cache_alias(&key);
+    if (p) {
+        UC_COUNT(plan_hits, 1);
+        return p;
+    }
+    size_t lim = uc_cache_kernel_planned(&key) ? bucket_ceiling(limit) : limit;
+    for (int step = 0; step < 64 && lim > limit; step++) {
+        p = uc_get_plan_as(c, lim, det, policy, fresh);
+        if (!p || p->count == 0 || p->workspace <= limit)
+            return p; /* no plan under lim >= limit: none under limit either */
+        lim = p->workspace - 1; /* > limit - 1: the front's next step, still >= limit */
+        uc_plan_release(p);
+    }
+    return uc_get_plan_as(c, limit, det, policy, fresh);
 }
 
 /* ---- graph-API kernels (uc_graph_split.c) ---- */

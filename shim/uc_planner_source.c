@@ -7,16 +7,26 @@
  *   3. no interpreter (a C/C++ host): dlopen libucudnn_planner.so from this library's directory and call
  *      ucudnn_embedded_planner_init, which starts one and registers the planner.
  * libpython is only ever reached through dlsym, so the preload library never depends on one.
+ * Other threads that need the planner meanwhile wait for it (at most UC_BOOT_WAIT_S), except a thread that may
+ * hold the Python GIL (the start-up takes it): that one passes through, counted as startup_passthrough.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "uc_internal.h"
 
 static ucudnn_planner_fn _Atomic registered;
 static atomic_int boot_state; /* 0: not tried, 1: in progress, 2: done */
+/* Threads that arrive while another one starts the planner wait for it here, at most UC_BOOT_WAIT_S. */
+#define UC_BOOT_WAIT_S 60
+static pthread_mutex_t boot_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t boot_done = PTHREAD_COND_INITIALIZER;
+static atomic_int wait_announced, timeout_announced, gil_announced;
 
 UC_EXPORT int ucudnn_set_planner(ucudnn_planner_fn planner)
 {
@@ -103,6 +113,43 @@ static void bootstrap(void)
     uc_guard--;
 }
 
+/* 1 if this thread may hold the GIL of a running interpreter (then it must not wait for a start-up that takes
+ * the GIL: the starting thread would wait for it in turn). Unknown counts as held. */
+static int may_hold_gil(void)
+{
+    int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    int (*check)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+    return initialized && initialized() && (!check || check());
+}
+
+/* Another thread is starting the planner: wait for it, bounded, unless that could deadlock. 1 when it is done. */
+static int wait_for_start(void)
+{
+    if (may_hold_gil()) {
+        if (!atomic_exchange(&gil_announced, 1))
+            uc_log(UC_LOG_INFO, "a thread holding the Python GIL passes through while another thread starts the "
+                                "planner (waiting could deadlock); counted as startup_passthrough");
+        return 0;
+    }
+    if (!atomic_exchange(&wait_announced, 1))
+        uc_log(UC_LOG_INFO, "waiting (at most %d s) for the planner another thread is starting", UC_BOOT_WAIT_S);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += UC_BOOT_WAIT_S;
+    int rc = 0;
+    pthread_mutex_lock(&boot_lock);
+    while (atomic_load(&boot_state) == 1 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&boot_done, &boot_lock, &until);
+    pthread_mutex_unlock(&boot_lock);
+    if (atomic_load(&boot_state) == 1) {
+        if (!atomic_exchange(&timeout_announced, 1))
+            uc_log(UC_LOG_WARNING, "the planner has not started within %d s; calls pass through meanwhile "
+                                   "(counted as startup_passthrough)", UC_BOOT_WAIT_S);
+        return 0;
+    }
+    return 1;
+}
+
 ucudnn_planner_fn uc_get_planner(int *transient)
 {
     ucudnn_planner_fn fn = atomic_load(&registered);
@@ -111,10 +158,13 @@ ucudnn_planner_fn uc_get_planner(int *transient)
     int expected = 0;
     if (atomic_compare_exchange_strong(&boot_state, &expected, 1)) {
         bootstrap();
+        pthread_mutex_lock(&boot_lock);
         atomic_store(&boot_state, 2);
+        pthread_cond_broadcast(&boot_done);
+        pthread_mutex_unlock(&boot_lock);
         return atomic_load(&registered);
     }
-    if (expected == 1) {
+    if (expected == 1 && !wait_for_start()) {
         *transient = 1;
         return NULL;
     }

@@ -247,8 +247,9 @@ def _control_function(name: str) -> Any:
 
 def apply(policy: WorkspacePolicy | str) -> WorkspacePolicy:
     """Make ``policy`` (or a preset name) the policy of this process: the shim's settings through its
-    ``ucudnn_set_option``, Python-only settings (determinism, slack, overrides) for this process's planner. The
-    shim's in-memory plans are dropped so later calls are planned under the new policy. Returns the policy."""
+    ``ucudnn_set_option`` (determinism too: the shim checks it), Python-only settings (slack, overrides) for this
+    process's planner. The shim's in-memory plans are dropped so later calls are planned under the new policy.
+    Returns the policy."""
     global _active
     pol = preset(policy) if isinstance(policy, str) else policy
     set_option = _control_function("ucudnn_set_option")

@@ -43,7 +43,7 @@ def host_lib() -> Path:
     return _require(_paths.HOST_CUDNN, "the host backend libcudnn.so.9")
 
 
-def compile_c(*sources: Path, output: Path, link_cudnn: bool) -> Path:
+def compile_c(*sources: Path, output: Path, link_cudnn: bool, extra: tuple[str, ...] = ()) -> Path:
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}) to build {sources[0].name}: install one (apt-get install gcc) or set CC")
@@ -51,15 +51,15 @@ def compile_c(*sources: Path, output: Path, link_cudnn: bool) -> Path:
     cmd += [str(s) for s in sources] + ["-o", str(output)]
     if link_cudnn:
         cmd += [f"-L{_paths.LIB_DIR}", "-l:libcudnn.so.9", f"-Wl,-rpath,{_paths.LIB_DIR}"]
-    cmd += ["-lpthread", "-ldl"]
+    cmd += ["-lpthread", "-ldl", *extra]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return output
 
 
-def compile_driver(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def compile_driver(name: str, tmp_path_factory: pytest.TempPathFactory, extra: tuple[str, ...] = ()) -> Path:
     """c/<name>.c with the drivers' shared part (c/driver_common.c), linked against the host backend."""
     output = tmp_path_factory.mktemp("bin") / name
-    return compile_c(C_DIR / f"{name}.c", C_DIR / "driver_common.c", output=output, link_cudnn=True)
+    return compile_c(C_DIR / f"{name}.c", C_DIR / "driver_common.c", output=output, link_cudnn=True, extra=extra)
 
 
 @pytest.fixture(scope="session")

@@ -120,9 +120,8 @@ def test_apply_pushes_shim_settings_and_keeps_python_ones(monkeypatch: pytest.Mo
         ("ucudnn_set_option", ("UCUDNN_BATCH_SIZE_POLICY", "powerOfTwo")),
         ("ucudnn_set_option", ("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "auto")),
         ("ucudnn_set_option", ("UCUDNN_TOTAL_WORKSPACE_SIZE", "0")),
-        # Validated by the shim too (one rule for every setting), though only the planner plans with them.
-        ("ucudnn_set_option", ("UCUDNN_DETERMINISTIC", "1")),
-        ("ucudnn_set_option", ("UCUDNN_TIME_SLACK", "0")),
+        ("ucudnn_set_option", ("UCUDNN_DETERMINISTIC", "1")),  # the shim checks plans' determinism too
+        ("ucudnn_set_option", ("UCUDNN_TIME_SLACK", "0")),  # validated by the shim too (one rule for every setting)
         ("ucudnn_clear_plans", ()),
     ]
     assert policy_mod.active() is pol and policy_mod.current() is pol

@@ -55,7 +55,8 @@ typedef struct {
     void *bench_ctx;               /* opaque; pass to ucudnn_benchmark during this request only */
 } ucudnn_plan_request;
 
-/* The planner's answer: written into caller-provided storage (capacity = batch, the most a plan can need). */
+/* The planner's answer: written into caller-provided storage (capacity = min(batch, 4096) micro-batches: a plan
+ * of more calls than that is never worth their per-call cost, and storage never grows with N). */
 typedef struct {
     int count;                     /* micro-batches written to `micro_batches` */
     int capacity;                  /* set by the shim */
