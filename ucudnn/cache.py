@@ -286,7 +286,9 @@ class Cache:
         if self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)):
             return self._open_read_only()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                log.warning("created directory %s for the cache %s", self.path.parent, self.path.name)
         except OSError as exc:
             raise CacheError(f"cannot create the directory of the cache {self.path}: {exc.strerror or exc}") from None
         # Serialise check-and-move-aside across processes, so two ranks finding the same bad file do not both

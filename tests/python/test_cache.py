@@ -402,3 +402,13 @@ def test_an_older_cache_gains_the_added_tables(tmp_path: Path) -> None:
     db.put_fact("b", "call_cost_ms", 0.5)
     assert db.get_fact("b", "call_cost_ms") == 0.5
     assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+def test_creating_the_caches_directory_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "new" / "dir" / "cache.sqlite"
+    with caplog.at_level("WARNING", logger="ucudnn"):
+        Cache(path).close()
+        Cache(path).close()  # the directory is there now: nothing to say
+    said = [r.getMessage() for r in caplog.records if "created directory" in r.getMessage()]
+    assert said == [f"created directory {path.parent} for the cache cache.sqlite"], said
+    assert path.is_file()
