@@ -32,7 +32,7 @@ QUICK_LIMITS = "1MiB,4MiB,16MiB"
 QUICK_REPEAT = 3
 # Measured (`time ucudnn-bench --quick` with an empty cache: 13-16 s while the 2 cores were less busy, 24-26 s while
 # other work shared them); the README states the same figure (a test holds them together).
-QUICK_DURATION = "15-25 s on 2 CPU cores"
+QUICK_DURATION = "10-25 s on 2 CPU cores"
 
 EPILOG = f"""
 timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
