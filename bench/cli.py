@@ -299,7 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.database:
         os.environ["UCUDNN_DATABASE"] = args.database
-        ensure_parent(database, "ucudnn-bench")
+        try:
+            ensure_parent(database, "ucudnn-bench")
+        except OSError as exc:
+            print(f"ucudnn-bench: error: cannot create the directory of --database {database}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)  # fmt: skip
+            return 2
 
     # Imported only now: loading the backends pulls in numpy and the native libraries.
     from ucudnn.bench import report

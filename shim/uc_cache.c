@@ -37,7 +37,8 @@ typedef struct entry {
 
 typedef struct kentry {
     struct kentry *next;
-    int exact_asks; /* uc_cache_kernel_exact_ask */
+    int exact_asks;     /* uc_cache_kernel_exact_ask */
+    uint64_t reported;  /* algorithms Get/Find listed for a plan of this kernel (bit a), never evicted */
     uc_kernel k;
 } kentry;
 
@@ -185,8 +186,31 @@ int uc_cache_kernel_planned(const uc_ckey *key)
     return uc_cache_reports_algo(key, -1);
 }
 
+static kentry *kernel_entry(const uc_kernel *k, int *fresh);
+
+void uc_cache_note_reported(const uc_kernel *k, int algo)
+{
+    if (algo < 0 || algo >= 64)
+        return;
+    int fresh = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kentry *e = kernel_entry(k, &fresh);
+    if (e)
+        e->reported |= (uint64_t)1 << algo;
+    pthread_mutex_unlock(&kernels_lock);
+}
+
 int uc_cache_reports_algo(const uc_ckey *key, int algo)
 {
+    if (algo >= 0 && algo < 64) { /* listed once: recorded apart from the plans, which may be evicted or cleared */
+        int fresh = 0, listed = 0;
+        pthread_mutex_lock(&kernels_lock);
+        kentry *e = kernel_entry(&key->k, &fresh);
+        listed = e && (e->reported >> algo & 1);
+        pthread_mutex_unlock(&kernels_lock);
+        if (listed)
+            return 1;
+    }
     uint64_t h = hash_of(key);
     int found = 0;
     pthread_rwlock_rdlock(&lock);

@@ -150,7 +150,7 @@ static size_t copy_out(char *text, char *buf, size_t len)
 
 static char *stats_text(void)
 {
-    const uc_real_table *r = uc_real();
+    const uc_real_table *r = uc_real_if_resolved(); /* at exit: never a lookup of its own */
     uc_sb sb = {0};
 #define FIELD(name) uc_sb_printf(&sb, "\"" #name "\":%llu,", (unsigned long long)atomic_load(&uc_stat.name))
     uc_sb_printf(&sb, "{");
@@ -204,14 +204,15 @@ static char *stats_text(void)
     pthread_mutex_unlock(&division_lock);
     uc_sb_printf(&sb, "\"total_workspace_size\":%zu,", uc_cfg_total_workspace());
     uc_sb_printf(&sb, "\"disabled\":%s,\"real_version\":%zu,\"real_library\":", uc_cfg_disabled() ? "true" : "false",
-                 r->version);
-    uc_sb_json_string(&sb, r->path);
+                 r ? r->version : 0);
+    uc_sb_json_string(&sb, r ? r->path : "");
     uc_sb_printf(&sb, ",\"pid\":%ld}", (long)getpid());
     return uc_sb_take(&sb);
 }
 
 UC_EXPORT size_t ucudnn_stats_json(char *buf, size_t len)
 {
+    (void)uc_real(); /* asked for: the real library's version and path are part of the answer */
     char *text = stats_text();
     size_t need = copy_out(text ? text : "{}", buf, len);
     free(text);
@@ -311,9 +312,31 @@ static void say_summary(void)
  * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
  * warning when no cuDNN convolution call reached the preload library at all.
  */
+static unsigned long long calls_seen(void)
+{
+    return atomic_load(&uc_stat.calls) + atomic_load(&uc_stat.queries) + atomic_load(&uc_stat.graph_calls);
+}
+
+/* A fork()ed child inherits its parent's counters: it reports only if it made calls of its own. */
+static atomic_int forked;
+static atomic_ullong calls_at_fork;
+
+static void in_forked_child(void)
+{
+    atomic_store(&forked, 1);
+    atomic_store(&calls_at_fork, calls_seen());
+}
+
+__attribute__((constructor)) static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, in_forked_child);
+}
+
 __attribute__((destructor)) static void at_exit(void)
 {
-    int saw_calls = atomic_load(&uc_stat.calls) || atomic_load(&uc_stat.queries) || atomic_load(&uc_stat.graph_calls);
+    if (atomic_load(&forked) && calls_seen() == atomic_load(&calls_at_fork))
+        return; /* its parent's counts, which the parent reports */
+    int saw_calls = calls_seen() != 0;
     say_summary();
     write_stats_file(saw_calls);
     size_t run_pid = uc_cfg_run_pid();

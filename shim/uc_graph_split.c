@@ -14,8 +14,7 @@
  * is finalized and fits; otherwise the real value stands and the caller's plan runs. Execute runs the parts in
  * sequence in the caller's workspace with pointers advanced along N. A divided plan and its undivided choice are
  * timed against each other on the first executions (uc_trial, the legacy path's rule) and the faster stays.
- * Under the default (`auto`: the framework's own limit) a plan runs as the framework built it unless its
- * workspace exceeds the free device memory (UCUDNN_HOST_DEVICE_MEMORY on the host backend): then that is the limit.
+ * Under the default (`auto`: the framework's own limit) plans run as the framework built them.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -247,9 +246,10 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         const char *source = NULL;
         int64_t full = -1;
         int verified = 0, policy = uc_cfg_policy();
-        /* ucudnn's explicit limit, else (auto) the free device memory: a plan whose workspace the framework
-         * could not allocate is taken over so that it fits; one that fits runs as the framework built it. */
-        size_t limit = uc_cfg_planning_limit();
+        /* ucudnn's explicit limit; under auto the framework's plan is its limit: it runs as built. (Not the
+         * free device memory: a framework's caching allocator can serve a workspace the driver does not count
+         * as free, and the caller's own plan could not be the check's baseline once taken over.) */
+        size_t limit = uc_cfg_exec_cap();
         decide(g, limit, policy, &main, &alt, &source, &full, &verified);
         pthread_mutex_lock(&g->lock);
         g->full_workspace = full;

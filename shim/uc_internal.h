@@ -56,6 +56,8 @@ void uc_library_build(const char *path, char *out, size_t len);
 
 /* The real functions, resolved once (pthread_once) at the first call. Never NULL; fields may be. */
 const uc_real_table *uc_real(void);
+/* The table when something has already looked the real library up, else NULL (nothing is looked up). */
+const uc_real_table *uc_real_if_resolved(void);
 
 /*
  * Per-thread guard: > 0 while this thread is inside the shim's own calls into the real library or the planner.
@@ -240,6 +242,8 @@ uc_plan *uc_cache_alias(const uc_ckey *key);
 int uc_cache_kernel_planned(const uc_ckey *key);
 /* 1 if such a plan (count > 0) is reported in Get/Find results as algorithm `algo` (its algo0). */
 int uc_cache_reports_algo(const uc_ckey *key, int algo);
+/* Get/Find listed `algo` for a plan of kernel k: remembered for the kernel's lifetime (not evicted, not cleared). */
+void uc_cache_note_reported(const uc_kernel *k, int algo);
 /*
  * Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
  * Returns a referenced plan for the key (the caller still owns its reference to `p`). `view` is what

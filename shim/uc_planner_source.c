@@ -27,6 +27,9 @@ static atomic_int boot_state; /* 0: not tried, 1: in progress, 2: done */
 static pthread_mutex_t boot_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t boot_done = PTHREAD_COND_INITIALIZER;
 static atomic_int wait_announced, timeout_announced, gil_announced;
+/* When the start-up began (CLOCK_REALTIME seconds): every waiter waits until UC_BOOT_WAIT_S after it, not each a
+ * fresh UC_BOOT_WAIT_S -- past it, calls pass through at once. */
+static _Atomic long long boot_started_s;
 
 UC_EXPORT int ucudnn_set_planner(ucudnn_planner_fn planner)
 {
@@ -133,10 +136,11 @@ static int wait_for_start(void)
     }
     if (!atomic_exchange(&wait_announced, 1))
         uc_log(UC_LOG_INFO, "waiting (at most %d s) for the planner another thread is starting", UC_BOOT_WAIT_S);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += UC_BOOT_WAIT_S;
-    int rc = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long started = atomic_load(&boot_started_s); /* 0: the starting thread has not stored it yet */
+    struct timespec until = {(time_t)((started ? started : (long long)now.tv_sec) + UC_BOOT_WAIT_S), 0};
+    int rc = now.tv_sec >= until.tv_sec ? ETIMEDOUT : 0; /* the start-up's deadline has passed: no wait */
     pthread_mutex_lock(&boot_lock);
     while (atomic_load(&boot_state) == 1 && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&boot_done, &boot_lock, &until);
@@ -157,6 +161,9 @@ ucudnn_planner_fn uc_get_planner(int *transient)
         return fn;
     int expected = 0;
     if (atomic_compare_exchange_strong(&boot_state, &expected, 1)) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        atomic_store(&boot_started_s, (long long)now.tv_sec);
         bootstrap();
         pthread_mutex_lock(&boot_lock);
         atomic_store(&boot_state, 2);

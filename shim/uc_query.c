@@ -86,6 +86,8 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
     }
     /* A real row whose algorithm labels a plan is left out: its workspace query answers the plan's workspace. */
     int planned = n;
+    for (int j = 0; j < planned; j++)
+        uc_cache_note_reported(c->k, rows[j].algo);
     for (int i = 0; i < nreal; i++) {
         int listed = 0;
         for (int j = 0; j < planned; j++)

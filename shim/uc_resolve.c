@@ -90,8 +90,11 @@ static int try_handle(void *handle)
     return 1;
 }
 
+static atomic_int resolving; /* set as resolve() starts: the library has been (or is being) looked for */
+
 static void resolve(void)
 {
+    atomic_store(&resolving, 1);
     static const char *const sonames[] = {"libcudnn.so.9", "libcudnn.so.8"};
     char explicit_path[PATH_MAX];
     uc_cfg_string(UC_VAR_UCUDNN_REAL_LIBCUDNN, explicit_path, sizeof explicit_path);
@@ -137,6 +140,11 @@ const uc_real_table *uc_real(void)
 {
     pthread_once(&real_once, resolve);
     return &real;
+}
+
+const uc_real_table *uc_real_if_resolved(void)
+{
+    return atomic_load(&resolving) ? uc_real() : NULL;
 }
 
 int uc_status(enum uc_status_kind kind)

@@ -124,3 +124,37 @@ def test_the_readmes_first_run_commands_work_as_written(tmp_path: Path) -> None:
     assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
     assert losses(outs[0].stdout) == pytest.approx(losses(outs[1].stdout), rel=1e-4)
     assert SUMMARY.search(outs[1].stderr) and stats(tmp_path / "stats.json")["calls"] > 0
+
+
+def test_a_process_without_calls_looks_nothing_up_at_exit(tmp_path: Path, preload_lib: Path) -> None:
+    # No cuDNN anywhere for this process to find: writing its zeros must not go looking for one (and warn).
+    env = base_env()
+    env.update({"LD_PRELOAD": str(preload_lib), "UCUDNN_STATS_FILE": str(tmp_path / "s.json")})
+    proc = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert stats(tmp_path / "s.json")["calls"] == 0
+
+
+def test_a_forked_child_does_not_repeat_its_parents_summary(tmp_path: Path) -> None:
+    # The program convolves, then forks a child that exits normally (destructors run) without a call of its own.
+    code = (
+        f"import os, sys; from ucudnn.examples.train import main; main({EXAMPLE[3:]!r}); "
+        "pid = os.fork()\n"
+        "if pid == 0: sys.exit(0)\n"
+        "os.waitpid(pid, 0)"
+    )
+    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", code)
+    assert len(SUMMARY.findall(proc.stderr)) == 1, proc.stderr
+    assert stats(tmp_path / "stats.json")["calls"] > 0
+
+
+def test_an_unusable_stats_file_directory_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = base_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    for cmd in (["ucudnn.cli", "run", "--stats-file", str(blocker / "d" / "s.json"), "--", "true"],
+                ["ucudnn.bench.cli", "--quick", "--database", str(blocker / "d" / "c.sqlite")]):  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", *cmd], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and str(blocker / "d") in proc.stderr, proc.stderr

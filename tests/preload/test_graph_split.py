@@ -84,24 +84,6 @@ def test_split_under_an_explicit_limit(host_lib: Path, preload_lib: Path, tmp_pa
     assert stats["graph_executes"] == 1
 
 
-@pytest.mark.parametrize("planner", [False, True], ids=["fallback", "planner"])
-def test_auto_fits_a_plan_into_the_free_device_memory(
-    host_lib: Path, preload_lib: Path, tmp_path: Path, planner: bool
-) -> None:
-    """The default (auto) under memory pressure: the framework could not allocate the plan's workspace, so the
-    shim takes the plan over within the free device memory (UCUDNN_HOST_DEVICE_MEMORY stands in for it)."""
-    spec = {**BASE, "op": WGRAD, "n": 8, "engine": LINEAR_ENGINE[WGRAD], "no_planner": not planner}
-    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
-    free = plain["workspace"] // 3
-    got, rep = run(host_lib, preload_lib, tmp_path, spec, {"UCUDNN_HOST_DEVICE_MEMORY": str(free)})
-    close(got, expected, 1e-4)
-    assert 0 < rep["workspace"] <= free, rep  # taken over: the real workspace would not fit
-    assert rep["stats"]["graph_conv_plans"] == 1
-    # Without a planner the caller's engine is split; the planner may find an undivided engine that fits faster.
-    if not planner:
-        assert rep["stats"]["graph_split_plans"] == 1, rep["stats"]
-
-
 def test_all_policy_takes_the_largest_size_that_fits(host_lib: Path, preload_lib: Path, tmp_path: Path) -> None:
     spec = {**BASE, "op": FWD, "n": 12, "engine": LINEAR_ENGINE[FWD]}
     expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
@@ -130,11 +112,12 @@ def test_fused_conv_add_bias_relu_splits_z_but_not_the_bias(host_lib: Path, prel
     ("engine", "env"),
     [
         (LINEAR_ENGINE[FWD], {}),  # auto: the framework's workspace, nothing to split for
-        # auto with a device whose free memory holds the plan's workspace: as built
-        (LINEAR_ENGINE[FWD], {"UCUDNN_HOST_DEVICE_MEMORY": "1GiB"}),
+        # auto with little free device memory: still as built (a framework's caching allocator may hold the
+        # memory the driver does not count as free; the framework's plan is its limit)
+        (LINEAR_ENGINE[FWD], {"UCUDNN_HOST_DEVICE_MEMORY": "1KiB"}),
         (0, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1KiB"}),  # no workspace at all: within any limit
     ],
-    ids=["auto", "auto-memory-to-spare", "zero-workspace"],
+    ids=["auto", "auto-little-free-memory", "zero-workspace"],
 )
 def test_runs_unchanged_when_it_need_not_split(
     host_lib: Path, preload_lib: Path, tmp_path: Path, engine: int, env: dict[str, str]

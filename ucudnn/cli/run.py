@@ -104,8 +104,8 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
 
 def _drop_stale_stats(env: Mapping[str, str]) -> None:
     """The stats file of an earlier run would otherwise survive a program whose calls the shim never sees."""
-    target = env.get("UCUDNN_STATS_FILE", "").strip()
-    if target and "%p" not in target:
+    target = env.get("UCUDNN_STATS_FILE", "")
+    if target.strip() and "%p" not in target:  # blank is unset; otherwise the path as the shim reads it
         Path(target).unlink(missing_ok=True)
 
 
@@ -146,13 +146,13 @@ def run(args: argparse.Namespace) -> int:
     except _paths.NotBuiltError as exc:
         print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
         return 2
-    for dest, name in _OPTION_VARS:
-        if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None:
-            ensure_parent(Path(env[name]), "ucudnn run")  # the program writes there
     try:
+        for dest, name in _OPTION_VARS:
+            if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None:
+                ensure_parent(Path(env[name]), "ucudnn run")  # the program writes there
         _drop_stale_stats(env)
     except OSError as exc:
-        print(f"ucudnn run: cannot replace the stats file: {exc}", file=sys.stderr)
+        print(f"ucudnn run: cannot prepare {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
