@@ -8,7 +8,6 @@ it is not asserted.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_torch_legacy_path import SCRIPT, _torch_cuda_reason
+from .test_torch_legacy_path import _torch_cuda_reason, run_net_alone_and_under_ucudnn
 
 pytestmark = pytest.mark.gpu
 UCUDNN = [sys.executable, "-c", "import sys; from ucudnn.cli import main; sys.exit(main())"]
@@ -28,26 +27,7 @@ def _env() -> dict[str, str]:
 
 
 def test_torch_graph_api_convolutions_through_ucudnn_match(tmp_path: Path) -> None:
-    reason = _torch_cuda_reason()
-    if reason:
-        pytest.skip(reason)
-    script = tmp_path / "net.py"
-    script.write_text(SCRIPT)
-    ref = subprocess.run([sys.executable, str(script), str(tmp_path / "ref.json"), "0"], env=_env(), timeout=600)
-    assert ref.returncode == 0
-    stats_file = tmp_path / "stats.json"
-    run = subprocess.run(
-        [*UCUDNN, "run", "--workspace", "1MiB", "--database", str(tmp_path / "cache.sqlite"),
-         "--stats-file", str(stats_file), "--", sys.executable, str(script), str(tmp_path / "got.json"), "0"],
-        env=_env(), timeout=1800,
-    )  # fmt: skip
-    assert run.returncode == 0
-    ref_out = json.loads((tmp_path / "ref.json").read_text())
-    got = json.loads((tmp_path / "got.json").read_text())
-    assert got["y"] == pytest.approx(ref_out["y"], rel=1e-2, abs=1e-2)
-    assert got["dx"] == pytest.approx(ref_out["dx"], rel=1e-2)
-    assert got["dw"] == pytest.approx(ref_out["dw"], rel=1e-2)
-    stats = json.loads(stats_file.read_text())
+    stats = run_net_alone_and_under_ucudnn(tmp_path, _env(), 0)
     assert stats["graph_calls"] > 0 and stats["graph_conv_plans"] > 0 and stats["graph_executes"] > 0, stats
     assert stats["calls"] == 0, stats  # nothing on the legacy path: PyTorch stayed on its default one
 

@@ -39,15 +39,9 @@ time.sleep(600)
 
 
 # Exclusive locking mode: not even a reader gets in (what the C reader of stored plans meets).
-_SQLITE_EXCLUSIVE = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("PRAGMA locking_mode = EXCLUSIVE")
-conn.execute("BEGIN EXCLUSIVE")
-conn.execute("DELETE FROM device_facts")
-print("held", flush=True)
-time.sleep(600)
-"""
+_SQLITE_EXCLUSIVE = _SQLITE.replace(
+    'conn.execute("BEGIN', 'conn.execute("PRAGMA locking_mode = EXCLUSIVE")\nconn.execute("BEGIN'
+)
 
 
 @pytest.fixture
