@@ -183,7 +183,13 @@ static int same_kernel(const entry *e, const uc_ckey *key, uint64_t h)
 
 int uc_cache_kernel_planned(const uc_ckey *key)
 {
-    return uc_cache_reports_algo(key, -1);
+    uint64_t h = hash_of(key);
+    int found = 0;
+    pthread_rwlock_rdlock(&lock);
+    for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next)
+        found = same_kernel(e, key, h);
+    pthread_rwlock_unlock(&lock);
+    return found;
 }
 
 static kentry *kernel_entry(const uc_kernel *k, int *fresh);
@@ -200,24 +206,16 @@ void uc_cache_note_reported(const uc_kernel *k, int algo)
     pthread_mutex_unlock(&kernels_lock);
 }
 
-int uc_cache_reports_algo(const uc_ckey *key, int algo)
+int uc_cache_reported(const uc_kernel *k, int algo)
 {
-    if (algo >= 0 && algo < 64) { /* listed once: recorded apart from the plans, which may be evicted or cleared */
-        int fresh = 0, listed = 0;
-        pthread_mutex_lock(&kernels_lock);
-        kentry *e = kernel_entry(&key->k, &fresh);
-        listed = e && (e->reported >> algo & 1);
-        pthread_mutex_unlock(&kernels_lock);
-        if (listed)
-            return 1;
-    }
-    uint64_t h = hash_of(key);
-    int found = 0;
-    pthread_rwlock_rdlock(&lock);
-    for (entry *e = buckets[h % UC_BUCKETS]; e && !found; e = e->next)
-        found = same_kernel(e, key, h) && (algo < 0 || (e->plan->count > 0 && e->plan->algo0 == algo));
-    pthread_rwlock_unlock(&lock);
-    return found;
+    if (algo < 0 || algo >= 64)
+        return 0;
+    int fresh = 0, listed = 0;
+    pthread_mutex_lock(&kernels_lock);
+    kentry *e = kernel_entry(k, &fresh);
+    listed = e && (e->reported >> algo & 1);
+    pthread_mutex_unlock(&kernels_lock);
+    return listed;
 }
 
 uc_plan *uc_cache_alias(const uc_ckey *key)

@@ -308,10 +308,6 @@ static void say_summary(void)
     uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
 }
 
-/*
- * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
- * warning when no cuDNN convolution call reached the preload library at all.
- */
 static unsigned long long calls_seen(void)
 {
     return atomic_load(&uc_stat.calls) + atomic_load(&uc_stat.queries) + atomic_load(&uc_stat.graph_calls);
@@ -332,6 +328,10 @@ __attribute__((constructor)) static void watch_forks(void)
     pthread_atfork(NULL, NULL, in_forked_child);
 }
 
+/*
+ * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
+ * warning when no cuDNN convolution call reached the preload library at all.
+ */
 __attribute__((destructor)) static void at_exit(void)
 {
     if (atomic_load(&forked) && calls_seen() == atomic_load(&calls_at_fork))

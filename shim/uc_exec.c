@@ -147,10 +147,7 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
      * plan, even where the real library would not run that algorithm at the full N. */
     size_t need = 0;
     int st = uc_real_ws(c, c->x, c->y, c->conv, algo, &need);
-    uc_ckey pkey;
-    if (st != 0)
-        uc_ckey_init(&pkey, UC_KEY_PLAN, c->k, uc_cfg_policy(), 0, 0, 0);
-    if (st != 0 && !uc_cache_reports_algo(&pkey, algo)) {
+    if (st != 0 && !uc_cache_reported(c->k, algo)) {
         uc_log(UC_LOG_DEBUG, "%s passes through: the real library refuses algorithm %d here (status %d)",
                uc_op_name(c->k->op), algo, st);
         return NULL;

@@ -240,10 +240,10 @@ uc_plan *uc_cache_get_exec(const uc_ckey *key, struct uc_verify **verify);
 uc_plan *uc_cache_alias(const uc_ckey *key);
 /* 1 if a plan for the same kernel, N and policy as key (a UC_KEY_PLAN key) is held, at any limit. */
 int uc_cache_kernel_planned(const uc_ckey *key);
-/* 1 if such a plan (count > 0) is reported in Get/Find results as algorithm `algo` (its algo0). */
-int uc_cache_reports_algo(const uc_ckey *key, int algo);
-/* Get/Find listed `algo` for a plan of kernel k: remembered for the kernel's lifetime (not evicted, not cleared). */
+/* Get/Find listed `algo` for a plan of kernel k (any N): remembered for the kernel's lifetime, apart from the
+ * plans, which may be evicted or cleared. */
 void uc_cache_note_reported(const uc_kernel *k, int algo);
+int uc_cache_reported(const uc_kernel *k, int algo);
 /*
  * Insert (the cache takes one reference of its own); if the key is already present the first insert wins.
  * Returns a referenced plan for the key (the caller still owns its reference to `p`). `view` is what
