@@ -309,15 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported only now: loading the backends pulls in numpy and the native libraries.
     from ucudnn.bench import report
     from ucudnn.bench.backends import BackendUnavailable, open_backend
-    from ucudnn.bench.runner import RunConfig, Runner, default_calls_per_sample, verify_samples
+    from ucudnn.bench.runner import RunConfig, Runner, verify_samples
 
     try:
         samples = verify_samples()
     except ConfigError as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
-    adaptive = args.calls_per_sample is None and args.backend == "cuda"
-    calls = args.calls_per_sample if args.calls_per_sample is not None else default_calls_per_sample(args.backend)
 
     try:
         backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads)
@@ -332,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warmup=args.warmup,
         tolerance=args.tolerance,
         seed=args.seed,
-        calls_per_sample=None if adaptive else calls,
+        calls_per_sample=args.calls_per_sample,  # None: the backend's default (the runner's)
         sample_ms=args.sample_ms,
         verify_samples=samples,
         api=args.api,
@@ -384,8 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "policies": policies,
         "repeat": repeat,
         # "auto": each row's own count (2 to 10, sized for sample_ms); else the fixed count
-        "calls_per_sample": "auto" if adaptive else calls,
-        "sample_ms": args.sample_ms if adaptive else None,
+        "calls_per_sample": "auto" if runner.adaptive else runner.most_calls,
+        "sample_ms": args.sample_ms if runner.adaptive else None,
         "warmup": args.warmup,
         "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,

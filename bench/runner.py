@@ -183,11 +183,6 @@ def _calls_per_sample(cfg: RunConfig, backend: Backend) -> int:
     return cfg.calls_per_sample if cfg.calls_per_sample is not None else default_calls_per_sample(backend.name)
 
 
-def _adapts(cfg: RunConfig, backend: Backend) -> bool:
-    """Whether calls per sample follow each kernel's time: on a GPU (asynchronous calls), unless given."""
-    return cfg.calls_per_sample is None and backend.name == "cuda"
-
-
 def _count(stats: dict[str, Any], key: str) -> int:
     """A counter of the preload library's stats; 0 when this build does not have it."""
     value = stats.get(key, 0)
@@ -247,6 +242,8 @@ class Runner:
         self.b = backend
         self.cfg = cfg
         self.most_calls = self.calls = _calls_per_sample(cfg, backend)
+        # On a GPU (asynchronous calls), unless given, calls per sample follow each kernel's time.
+        self.adaptive = cfg.calls_per_sample is None and backend.name == "cuda"
         self.verify_calls = verify_calls(cfg.verify_samples if cfg.verify_samples is not None else verify_samples())
         if self.calls <= 0 or cfg.repeat <= 0 or cfg.warmup < 0:
             raise ValueError("calls_per_sample and repeat must be positive, warmup not negative")
@@ -340,7 +337,7 @@ class Runner:
             statuses = ", ".join(f"{algo_name(op, x.algo)}={x.status}" for x in case.perfs) or "no results"
             return self._skipped(p, op, f"no algorithm succeeded at N={p.n} ({statuses})")
         ceiling = ok[0]
-        if _adapts(self.cfg, self.b):
+        if self.adaptive:
             self.calls = adaptive_calls(ceiling.time_ms, self.cfg.sample_ms, self.most_calls)
         try:
             # Every undivided algorithm used below fits in the ceiling's workspace (a faster one that fits a limit

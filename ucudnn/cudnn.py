@@ -22,6 +22,7 @@ Conventions:
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -749,8 +750,6 @@ class Cudnn:
 def preloaded_shim() -> ctypes.CDLL | None:
     """The ucudnn preload library when this process runs under it (an ``LD_PRELOAD`` entry already loaded that
     exports ``ucudnn_version``), else None. Nothing is loaded by asking."""
-    import os
-
     for entry in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
         try:
             lib = ctypes.CDLL(entry, mode=os.RTLD_NOLOAD)

@@ -147,10 +147,7 @@ class Backend:
         ]
         if virtual:
             steps.append((A_T_VIRTUAL, T_BOOLEAN, 1, ctypes.byref(ctypes.c_bool(True))))
-        sts = [self.set(t, n, ty, c, e) for n, ty, c, e in steps if n not in skip]
-        if finalize:
-            sts.append(self.finalize(t))
-        return t, sts
+        return self._set_all(t, steps, skip, finalize)
 
     def conv(
         self,
@@ -176,10 +173,17 @@ class Backend:
             (A_CONV_PRE, T_INT64, len(pad), i64s(*pad)),
             (A_CONV_POST, T_INT64, len(post), i64s(*post)),
         ]
-        sts = [self.set(c, n, ty, k, e) for n, ty, k, e in steps if n not in skip]
+        return self._set_all(c, steps, skip, finalize)
+
+    def _set_all(
+        self, d: P, steps: Sequence[tuple[int, int, int, Any]], skip: Sequence[int], finalize: bool
+    ) -> tuple[P, list[int]]:
+        """Set each (attribute, type, count, elements) of ``steps`` not in ``skip``, then finalize if asked: ``d``
+        and every status."""
+        sts = [self.set(d, name, ty, count, elems) for name, ty, count, elems in steps if name not in skip]
         if finalize:
-            sts.append(self.finalize(c))
-        return c, sts
+            sts.append(self.finalize(d))
+        return d, sts
 
     def conv_op(
         self,

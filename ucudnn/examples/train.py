@@ -102,12 +102,14 @@ class HostNet:
         ]  # fmt: skip
         self.convs = [C.ConvSpec(pads=(lay.pad, lay.pad), strides=(1, 1), dilations=(1, 1)) for lay in LAYERS]
         self.x = rng.standard_normal((args.batch, LAYERS[0].cin, args.size, args.size)).astype(np.float32)
-        shape = self.x.shape
-        for lay in LAYERS:
-            grow = 2 * lay.pad - lay.kernel + 1
-            shape = (shape[0], lay.cout, shape[2] + grow, shape[3] + grow)
+        shape: tuple[int, ...] = self.x.shape
+        for w, conv in zip(self.weights, self.convs, strict=True):
+            shape = self._out_shape(shape, w, conv)
         self.target = rng.standard_normal(shape).astype(np.float32)
         self.chosen: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+    def _out_shape(self, x_shape: tuple[int, ...], w: Array, conv: Any) -> tuple[int, ...]:
+        return tuple(self.C.conv_output_shape(x_shape, w.shape, conv.pads, conv.strides, conv.dilations))
 
     def _algo(self, op: Any, x: Array, w: Array, y: Array, conv: Any) -> tuple[int, npt.NDArray[np.uint8]]:
         """PyTorch's legacy choice: the ranked list, the first entry whose workspace can be allocated."""
@@ -126,7 +128,7 @@ class HostNet:
         acts = [self.x]
         for w, conv in zip(self.weights, self.convs, strict=True):
             x = acts[-1]
-            y = self.lib._output(x, w, conv)
+            y = np.zeros(self._out_shape(x.shape, w, conv), np.float32)
             algo, ws = self._algo(C.Op.FWD, x, w, y, conv)
             self.lib.forward(self.handle, x, w, conv, algo, ws, y=y)
             acts.append(np.maximum(y, 0.0))
