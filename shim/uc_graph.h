@@ -189,8 +189,8 @@ void uc_grec_filled(void *desc, uc_gval *value, uc_gval *graph);
 uc_gval *uc_grec_value(void *desc);
 /* The descriptor's recorded type, or -1. */
 int uc_grec_type(void *desc);
-/* A variant pack's uids, pointers and workspace as set: the uid count (pointers the same), -1 when the pack is
- * not recorded or not finalized, -2 when uids and pointers differ in number or type, -3 too many. */
+/* A variant pack's uids, pointers and workspace as set, finalized or not: the uid count (pointers the same), -1
+ * when the pack is not recorded, -2 when uids and pointers differ in number or type, -3 too many. */
 int64_t uc_grec_pack(void *desc, int64_t *uids, void **ptrs, int cap, void **ws);
 size_t uc_grec_count(void);
 

@@ -253,7 +253,7 @@ int64_t uc_grec_pack(void *desc, int64_t *uids, void **ptrs, int cap, void **ws)
     pthread_mutex_lock(&lock);
     grec *r = find(desc);
     const uc_gval *v = r ? r->v : NULL;
-    if (v && v->type == UC_BK_VARIANT_PACK && v->finalized && !v->opaque) {
+    if (v && v->type == UC_BK_VARIANT_PACK && !v->opaque) { /* cuDNN runs a pack never finalized */
         const uc_gattr *u = uc_gval_attr(v, UC_A_VARIANT_PACK_UNIQUE_IDS);
         const uc_gattr *p = uc_gval_attr(v, UC_A_VARIANT_PACK_DATA_POINTERS);
         const uc_gattr *w = uc_gval_attr(v, UC_A_VARIANT_PACK_WORKSPACE);
