@@ -123,8 +123,19 @@ def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], round
     """Per live-plan count: ns per Execute (a plan passed through) and per variant-pack cycle, shim minus direct."""
     import ctypes
 
-    from ucudnn.graph_api import A_PLAN_CFG, A_VP_PTRS, A_VP_UIDS, A_VP_WS, PLAN, T_INT64, T_VOID_PTR
-    from ucudnn.graph_api import VARIANT_PACK, ConvGraph, P, i64s
+    from ucudnn.graph_api import (
+        A_PLAN_CFG,
+        A_VP_PTRS,
+        A_VP_UIDS,
+        A_VP_WS,
+        PLAN,
+        T_INT64,
+        T_VOID_PTR,
+        VARIANT_PACK,
+        ConvGraph,
+        P,
+        i64s,
+    )
 
     uids, pointers, ws = i64s(120, 119, 121), (P * 3)(*ptrs[:3]), ctypes.byref(P(ptrs[3]))
     set_option = ctypes.CDLL(None).ucudnn_set_option

@@ -220,7 +220,7 @@ def initialized(c: Ctx) -> None:
 def packs(c: Ctx) -> None:
     """Malformed variant packs on a plan the shim takes over: each status, in order (then a good execution)."""
     d = c.tensors(N)
-    engine, st = c.api.engine(c.graph(c.operation(d)), GEMM)
+    engine, _ = c.api.engine(c.graph(c.operation(d)), GEMM)
     plan = c.plan(c.config(engine))
     p, ws, u = c.ptrs(), c.ws.ctypes.data, [120, 119, 121]
     cases = [
