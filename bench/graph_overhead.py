@@ -1,6 +1,6 @@
 """Cost of the preload library on the graph-API path, per call, against the direct call.
 
-``python -m ucudnn.bench.graph_overhead [--rounds R] [--iters I] [--json]``
+``python -m ucudnn.bench.graph_overhead [--rounds R] [--iters I] [--live-plans 1,1000,10000] [--json]``
 
 In a child process with ``LD_PRELOAD=libucudnn.so`` over the host backend, one tiny convolution graph (N=2, 3x3
 on 4x4, one channel: 64 bytes a sample, so every part keeps the 16-byte alignment) is built and executed two ways
@@ -13,6 +13,10 @@ micro-batch, the time beyond the undivided call's, which includes a variant pack
 Calls are made through ctypes, whose cost is the same on both sides; rounds alternate the order, and each figure
 is the median over rounds of the per-call difference. The host backend's convolution itself takes well under a
 microsecond here.
+
+The live-plans axis: with 1, 1,000 and 10,000 finalized plans alive in the process (PyTorch's plan cache holds up
+to 10,000), the cost beyond the direct call of one ``cudnnBackendExecute`` of a plan passed through, and of one
+variant-pack cycle (create, set uids, pointers and workspace, finalize, destroy), side by side.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ucudnn import _paths
@@ -39,7 +44,7 @@ def _per_call_ns(fn: Callable[[], None], iters: int) -> float:
     return (time.perf_counter_ns() - t0) / iters
 
 
-def _child(rounds: int, iters: int) -> dict[str, Any]:
+def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
     import ctypes
 
     import numpy as np
@@ -108,7 +113,83 @@ def _child(rounds: int, iters: int) -> dict[str, Any]:
         results["execute_split_per_part"].append((t_split - t_whole) / 2)
         split.close()
         whole.close()
-    return {k: statistics.median(v) for k, v in results.items()}
+    figures: dict[str, Any] = {k: statistics.median(v) for k, v in results.items()}
+    figures["live"] = _live_axis(hooked_api, real_api, handle.value or 0, ptrs, rounds, iters, live_counts)
+    return figures
+
+
+def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], rounds: int, iters: int,
+               counts: list[int]) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Per live-plan count: ns per Execute (a plan passed through) and per variant-pack cycle, shim minus direct."""
+    import ctypes
+
+    from ucudnn.graph_api import (
+        A_PLAN_CFG,
+        A_VP_PTRS,
+        A_VP_UIDS,
+        A_VP_WS,
+        PLAN,
+        T_INT64,
+        T_VOID_PTR,
+        VARIANT_PACK,
+        ConvGraph,
+        P,
+        i64s,
+    )
+
+    uids, pointers, ws = i64s(120, 119, 121), (P * 3)(*ptrs[:3]), ctypes.byref(P(ptrs[3]))
+    set_option = ctypes.CDLL(None).ucudnn_set_option
+    set_option.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+    set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", b"auto")  # plans pass through: the lookups alone are measured
+
+    def cycle(api: Any) -> Any:
+        lib = api.lib
+
+        def run() -> None:
+            vp = P()
+            lib.cudnnBackendCreateDescriptor(VARIANT_PACK, ctypes.byref(vp))
+            lib.cudnnBackendSetAttribute(vp, A_VP_UIDS, T_INT64, 3, uids)
+            lib.cudnnBackendSetAttribute(vp, A_VP_PTRS, T_VOID_PTR, 3, pointers)
+            lib.cudnnBackendSetAttribute(vp, A_VP_WS, T_VOID_PTR, 1, ws)
+            lib.cudnnBackendFinalize(vp)
+            lib.cudnnBackendDestroyDescriptor(vp)
+
+        return run
+
+    # The live plans: many plans of one engine configuration, finalized through the hooks (each one resolved and
+    # kept by the shim, as PyTorch's cached plans are).
+    cfg_graph = ConvGraph(hooked, handle, "fwd", SHAPES["x"], SHAPES["w"], SHAPES["y"], (1, 1), (1, 1), 2)
+    cfg = P()
+    hooked.lib.cudnnBackendCreateDescriptor(3, ctypes.byref(cfg))
+    hooked.lib.cudnnBackendGetAttribute(cfg_graph.plan, A_PLAN_CFG, 15, 1, None, ctypes.byref(cfg))
+    live: list[Any] = []
+    out: dict[str, dict[str, float]] = {}
+    for count in sorted(counts):
+        # The plan executed is older than the live ones added now: a lookup must not depend on its age.
+        through = ConvGraph(hooked, handle, "fwd", SHAPES["x"], SHAPES["w"], SHAPES["y"], (1, 1), (1, 1), 2)
+        while len(live) < count - 1:
+            plan = P()
+            hooked.lib.cudnnBackendCreateDescriptor(PLAN, ctypes.byref(plan))
+            hooked.lib.cudnnBackendSetAttribute(plan, A_PLAN_CFG, 15, 1, ctypes.byref(cfg))
+            hooked.lib.cudnnBackendFinalize(plan)
+            live.append(plan)
+        direct = ConvGraph(real, handle, "fwd", SHAPES["x"], SHAPES["w"], SHAPES["y"], (1, 1), (1, 1), 2)
+        calls = {"through": through.executor(*ptrs), "direct": direct.executor(*ptrs)}
+        cycles = {"through": cycle(hooked), "direct": cycle(real)}
+        ex, cy = [], []
+        for r in range(rounds):
+            sides = ("through", "direct") if r % 2 == 0 else ("direct", "through")
+            t = {k: _per_call_ns(calls[k], iters) for k in sides}
+            ex.append(t["through"] - t["direct"])
+            t = {k: _per_call_ns(cycles[k], max(20, iters // 4)) for k in sides}
+            cy.append(t["through"] - t["direct"])
+        out[str(count)] = {"execute": statistics.median(ex), "pack_cycle": statistics.median(cy)}
+        through.close()
+        direct.close()
+    for plan in live:
+        hooked.lib.cudnnBackendDestroyDescriptor(plan)
+    cfg_graph.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,21 +197,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--iters", type=int, default=20000)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--live-plans", default="1,1000,10000", help="live-plan counts of the scale axis (comma-separated)")
+    p.add_argument("--preload", default=None, help="measure this build of libucudnn.so instead of the installed one")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rounds < 1 or args.iters < 20:
         p.error("--rounds must be >= 1 and --iters >= 20")
+    try:
+        live_counts = sorted({int(v) for v in args.live_plans.split(",") if v.strip()})
+    except ValueError:
+        p.error("--live-plans takes comma-separated counts, e.g. 1,1000,10000")
+    if not live_counts or live_counts[0] < 1:
+        p.error("--live-plans counts must be >= 1")
     if args.child:
-        print(json.dumps(_child(args.rounds, args.iters)))
+        print(json.dumps(_child(args.rounds, args.iters, live_counts)))
         return 0
-    for path in (_paths.PRELOAD, _paths.HOST_CUDNN):
+    preload = Path(args.preload) if args.preload else _paths.PRELOAD
+    for path in (preload, _paths.HOST_CUDNN):
         if not path.exists():
             print(f"ucudnn: {path} is not built; reinstall with `pip install .`", file=sys.stderr)
             return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
-    env["LD_PRELOAD"] = str(_paths.PRELOAD)
+    env["LD_PRELOAD"] = str(preload)
     env["UCUDNN_VERIFY_SAMPLES"] = "0"  # the split runs as built: what is measured is its mechanism
     cmd = [sys.executable, "-m", "ucudnn.bench.graph_overhead", "--child", "--rounds", str(args.rounds)]
+    cmd += ["--live-plans", ",".join(map(str, live_counts))]
     proc = subprocess.run([*cmd, "--iters", str(args.iters)], env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         print(f"ucudnn: the measuring process failed: {proc.stderr.strip()}", file=sys.stderr)
@@ -148,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for what, ns in rows:
         print(f"  {what:<62} {ns:10.0f}")
+    live = figures["live"]
+    print("live plans in the process, ns per call beyond the direct call (within 2x of one live plan: flat):")
+    print(f"  {'live plans':<14}" + "".join(f"{c:>12}" for c in live))
+    for key, what in (("execute", "execute"), ("pack_cycle", "pack cycle")):
+        print(f"  {what:<14}" + "".join(f"{live[c][key]:12.0f}" for c in live))
     return 0
 
 

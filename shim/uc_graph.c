@@ -1,6 +1,7 @@
 /*
- * The graph-API hooks (cudnnBackend*): record the graph as the framework builds it (uc_graph_rec.c), resolve a
- * plan's graph at its Finalize (uc_graph_resolve.c) and keep it, referenced, until the plan is destroyed.
+ * The graph-API hooks (cudnnBackend*): record the graph as the framework builds it, by value (uc_graph_rec.c),
+ * resolve a plan's graph at its Finalize (uc_graph_resolve.c) and keep it, referenced, until the plan is
+ * destroyed; Execute looks it up by hash.
  *
  * Every call goes to the real library first and its status is returned unchanged; the shim records what it
  * saw. Two answers change when the shim takes a plan over (uc_graph_split.c): its workspace size, and its
@@ -14,16 +15,17 @@
 #include "uc_graph.h"
 #include "uc_internal.h"
 
+/* The resolved graphs of live plans (and of engine configurations whose workspace was asked), by descriptor. */
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
-static uc_ggraph *plans;
+static uc_gmap plans;
 
-static void free_graph(uc_ggraph *g)
+void uc_graph_free(uc_ggraph *g)
 {
     if (!g)
         return;
     uc_gsplit_free(g);
     for (int i = 0; i < g->nnodes; i++)
-        uc_gnode_free(&g->nodes[i]);
+        uc_gval_unref(g->nodes[i]);
     free(g->nodes);
     free(g->key);
     pthread_mutex_destroy(&g->lock);
@@ -31,12 +33,10 @@ static void free_graph(uc_ggraph *g)
 }
 
 /* The graph of a plan, referenced (release with unref_graph), or NULL. */
-static uc_ggraph *ref_graph(void *plan)
+static uc_ggraph *ref_graph(void *desc)
 {
     pthread_mutex_lock(&plans_lock);
-    uc_ggraph *g = plans;
-    while (g && g->plan != plan)
-        g = g->next;
+    uc_ggraph *g = (uc_ggraph *)uc_gmap_find(&plans, desc);
     if (g)
         g->refs++;
     pthread_mutex_unlock(&plans_lock);
@@ -49,25 +49,36 @@ static void unref_graph(uc_ggraph *g)
     int last = --g->refs == 0 && g->dead;
     pthread_mutex_unlock(&plans_lock);
     if (last)
-        free_graph(g);
+        uc_graph_free(g);
 }
 
-static void forget_plan(void *plan)
+static void forget_plan(void *desc)
 {
-    uc_ggraph *dead = NULL;
     pthread_mutex_lock(&plans_lock);
-    for (uc_ggraph **pp = &plans; *pp; pp = &(*pp)->next) {
-        if ((*pp)->plan == plan) {
-            dead = *pp;
-            *pp = dead->next;
-            dead->dead = 1;
-            if (dead->refs)
-                dead = NULL; /* an execution still holds it: freed at its release */
-            break;
-        }
+    uc_ggraph *dead = (uc_ggraph *)uc_gmap_take(&plans, desc);
+    if (dead) {
+        dead->dead = 1;
+        if (dead->refs)
+            dead = NULL; /* an execution still holds it: freed at its release */
     }
     pthread_mutex_unlock(&plans_lock);
-    free_graph(dead);
+    uc_graph_free(dead);
+}
+
+/* Keep a resolved graph under its descriptor (a re-finalized plan replaces its old one). Graphs that pass
+ * through are not kept: their calls need nothing of the shim. */
+static void keep_graph(uc_ggraph *g)
+{
+    forget_plan(g->plan);
+    if (g->why_not) {
+        uc_graph_free(g);
+        return;
+    }
+    pthread_mutex_lock(&plans_lock);
+    int kept = uc_gmap_put(&plans, &g->e) == 0;
+    pthread_mutex_unlock(&plans_lock);
+    if (!kept)
+        uc_graph_free(g);
 }
 
 /* ---- the hooks ---- */
@@ -93,6 +104,19 @@ cudnnStatus_t uc_hook_cudnnBackendDestroyDescriptor(void *descriptor)
     return st;
 }
 
+cudnnStatus_t uc_hook_cudnnBackendInitialize(void *descriptor)
+{
+    uc_guard++;
+    cudnnStatus_t st = uc_real()->cudnnBackendInitialize(descriptor);
+    uc_guard--;
+    if (st == 0) {
+        /* Reset in place: whatever the shim knew of it (its attributes, a plan's graph) is gone. */
+        uc_grec_initialized(descriptor);
+        forget_plan(descriptor);
+    }
+    return st;
+}
+
 cudnnStatus_t uc_hook_cudnnBackendSetAttribute(void *descriptor, int attributeName, int attributeType,
                                                int64_t elementCount, const void *arrayOfElements)
 {
@@ -105,6 +129,44 @@ cudnnStatus_t uc_hook_cudnnBackendSetAttribute(void *descriptor, int attributeNa
     return st;
 }
 
+/* A plan's or an engine configuration's workspace: the micro-batched plan's, once one is built for it. */
+static void answer_workspace(void *descriptor, int is_cfg, int64_t *value)
+{
+    uc_ggraph *g = ref_graph(descriptor);
+    if (!g && is_cfg && uc_cfg_exec_cap() != UC_UNLIMITED) {
+        /* Asked before any plan exists (the v1 API filters configurations by it): resolve it now. */
+        uc_ggraph *made = uc_graph_resolve(descriptor, 1);
+        if (made)
+            keep_graph(made);
+        g = ref_graph(descriptor);
+    }
+    if (!g || g->is_cfg != is_cfg) {
+        if (g)
+            unref_graph(g);
+        return;
+    }
+    int64_t ws = uc_gsplit_workspace(g);
+    if (ws >= 0)
+        *value = ws;
+    unref_graph(g);
+}
+
+/* cuDNN filled caller-created descriptors in a GetAttribute: record what they now hold, by value. */
+static void record_filled(void *descriptor, int name, int64_t n, void *const *filled)
+{
+    uc_gval *from = uc_grec_value(descriptor), *graph = NULL, *value = NULL;
+    if (name == UC_A_ENGINEHEUR_RESULTS) /* each result holds the heuristics' graph */
+        graph = uc_gval_desc(from, UC_A_ENGINEHEUR_OPERATION_GRAPH);
+    else if (name == UC_A_PLAN_ENGINE_CONFIG) /* a copy of the plan's configuration */
+        value = uc_gval_desc(from, UC_A_PLAN_ENGINE_CONFIG);
+    for (int64_t i = 0; i < n; i++)
+        if (filled[i]) {
+            uc_grec_filled(filled[i], value, graph);
+            forget_plan(filled[i]); /* a configuration whose workspace was asked holds something else now */
+        }
+    uc_gval_unref(from);
+}
+
 cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attributeName, int attributeType,
                                                int64_t requestedElementCount, int64_t *elementCount,
                                                void *arrayOfElements)
@@ -113,24 +175,17 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
     cudnnStatus_t st = uc_real()->cudnnBackendGetAttribute(descriptor, attributeName, attributeType,
                                                            requestedElementCount, elementCount, arrayOfElements);
     uc_guard--;
-    /* A plan's workspace: the micro-batched plan's, once one is built for it. */
-    if (st == 0 && attributeName == UC_A_PLAN_WORKSPACE_SIZE && attributeType == UC_AT_INT64 && arrayOfElements &&
-        requestedElementCount >= 1 && elementCount && *elementCount == 1) {
-        uc_ggraph *g = ref_graph(descriptor);
-        if (g) {
-            int64_t ws = uc_gsplit_workspace(g);
-            if (ws >= 0)
-                *(int64_t *)arrayOfElements = ws;
-            unref_graph(g);
-        }
-    }
-    /* Heuristics results: engine configurations cuDNN filled for the operation graph the heuristics named. */
-    if (st == 0 && attributeName == UC_A_ENGINEHEUR_RESULTS && attributeType == UC_AT_BACKEND_DESCRIPTOR &&
-        elementCount && arrayOfElements) {
-        void *opgraph = uc_grec_desc(descriptor, UC_A_ENGINEHEUR_OPERATION_GRAPH);
-        int64_t n = *elementCount < requestedElementCount ? *elementCount : requestedElementCount;
-        for (int64_t i = 0; opgraph && i < n; i++)
-            uc_grec_link_graph(((void **)arrayOfElements)[i], opgraph);
+    if (st != 0 || !arrayOfElements || requestedElementCount < 1)
+        return st;
+    /* cudnn_frontend reads a plan's workspace with a NULL count pointer. */
+    int one = !elementCount || *elementCount == 1;
+    if ((attributeName == UC_A_PLAN_WORKSPACE_SIZE || attributeName == UC_A_ENGINECFG_WORKSPACE_SIZE) &&
+        attributeType == UC_AT_INT64 && one)
+        answer_workspace(descriptor, attributeName == UC_A_ENGINECFG_WORKSPACE_SIZE, (int64_t *)arrayOfElements);
+    if (attributeType == UC_AT_BACKEND_DESCRIPTOR) {
+        int64_t n = elementCount ? *elementCount : 1;
+        record_filled(descriptor, attributeName, n < requestedElementCount ? n : requestedElementCount,
+                      (void *const *)arrayOfElements);
     }
     return st;
 }
@@ -143,10 +198,10 @@ cudnnStatus_t uc_hook_cudnnBackendFinalize(void *descriptor)
     if (st != 0)
         return st;
     uc_grec_finalized(descriptor);
-    if (uc_grec_type(descriptor, NULL, NULL) != UC_BK_EXECUTION_PLAN)
+    if (uc_grec_type(descriptor) != UC_BK_EXECUTION_PLAN)
         return st;
     UC_COUNT(graph_plans, 1);
-    uc_ggraph *g = uc_graph_resolve(descriptor);
+    uc_ggraph *g = uc_graph_resolve(descriptor, 0);
     if (!g)
         return st;
     if (g->why_not) {
@@ -155,11 +210,7 @@ cudnnStatus_t uc_hook_cudnnBackendFinalize(void *descriptor)
         UC_COUNT(graph_conv_plans, 1);
         uc_log(UC_LOG_DEBUG, "graph plan %p: a convolution graph at N=%" PRId64 " (%s)", descriptor, g->n, g->key);
     }
-    forget_plan(descriptor); /* a re-finalized plan */
-    pthread_mutex_lock(&plans_lock);
-    g->next = plans;
-    plans = g;
-    pthread_mutex_unlock(&plans_lock);
+    keep_graph(g);
     return st;
 }
 
@@ -169,7 +220,7 @@ cudnnStatus_t uc_hook_cudnnBackendExecute(cudnnHandle_t handle, void *executionP
     uc_ggraph *g = ref_graph(executionPlan);
     if (g) {
         cudnnStatus_t status = 0;
-        int ran = uc_gsplit_execute(g, handle, variantPack, &status);
+        int ran = !g->is_cfg && uc_gsplit_execute(g, handle, variantPack, &status);
         unref_graph(g);
         if (ran)
             return status;
@@ -186,9 +237,7 @@ UC_EXPORT size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len)
 {
     uc_sb sb = {0};
     pthread_mutex_lock(&plans_lock);
-    uc_ggraph *g = plans;
-    while (g && g->plan != plan)
-        g = g->next;
+    uc_ggraph *g = (uc_ggraph *)uc_gmap_find(&plans, plan);
     if (!g) {
         uc_sb_printf(&sb, "{}");
     } else {

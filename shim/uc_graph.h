@@ -32,7 +32,8 @@ enum {
     UC_BK_TENSOR = 17,
 };
 
-/* cudnnBackendAttributeType_t: the element types the shim copies (others make an attribute opaque). */
+/* cudnnBackendAttributeType_t: the element types the shim reads by name (uc_gattr_elem_size lists every type it
+ * copies; others make an attribute opaque). */
 enum {
     UC_AT_HANDLE = 0,
     UC_AT_DATA_TYPE = 1,
@@ -44,6 +45,7 @@ enum {
     UC_AT_CONVOLUTION_MODE = 7,
     UC_AT_HEUR_MODE = 8,
     UC_AT_KNOB_TYPE = 9,
+    UC_AT_NAN_PROPOGATION = 10, /* sic: cuDNN's spelling */
     UC_AT_NUMERICAL_NOTE = 11,
     UC_AT_POINTWISE_MODE = 14,
     UC_AT_BACKEND_DESCRIPTOR = 15,
@@ -54,6 +56,8 @@ enum {
 /* cudnnBackendAttributeName_t */
 enum {
     UC_A_POINTWISE_MODE = 0,
+    UC_A_POINTWISE_MATH_PREC = 1,
+    UC_A_POINTWISE_NAN_PROPAGATION = 2,
     UC_A_CONV_COMP_TYPE = 100,
     UC_A_CONV_MODE = 101,
     UC_A_CONV_DILATIONS = 102,
@@ -66,6 +70,7 @@ enum {
     UC_A_ENGINEHEUR_RESULTS = 202,
     UC_A_ENGINECFG_ENGINE = 300,
     UC_A_ENGINECFG_KNOB_CHOICES = 302,
+    UC_A_ENGINECFG_WORKSPACE_SIZE = 303,
     UC_A_PLAN_HANDLE = 400,
     UC_A_PLAN_ENGINE_CONFIG = 401,
     UC_A_PLAN_WORKSPACE_SIZE = 402,
@@ -120,15 +125,24 @@ enum {
     UC_PW_IDENTITY = 21,
 };
 
-/* ---- the record of descriptors as they are built (uc_graph_rec.c) ---- */
+/* ---- descriptor values and the record of live descriptors (uc_graph_rec.c, uc_graph_val.c) ---- */
 
 /* Bounds: a descriptor's attributes beyond these make it opaque (its graph passes through). */
 #define UC_GREC_MAX_ATTRS 24
 #define UC_GREC_MAX_BYTES 4096
-/* Descriptors recorded at once; more are not recorded (their graphs pass through, counted). */
+/* Descriptors recorded at once, variant packs aside; more are not recorded (their graphs pass through, counted).
+ * Variant packs are always recorded: a plan the shim took over cannot run without its pack's uids and pointers. */
 #define UC_GREC_MAX_RECORDS 65536
 
-/* One attribute as last set: `count` elements of `type`, copied. */
+/* A pseudo attribute of an engine configuration cuDNN filled itself (a heuristics result): the operation graph
+ * its heuristics descriptor held. Not a cuDNN attribute name (those are >= 0). */
+#define UC_GLINK_GRAPH (-1)
+
+typedef struct uc_gval uc_gval;
+
+/* One attribute as last set: `count` elements of `type`, copied. A descriptor-valued attribute holds `count`
+ * uc_gval pointers, each a counted reference to the value the named descriptor had when it was set (NULL: a
+ * descriptor the shim did not record). */
 typedef struct {
     int32_t name, type;
     int64_t count;
@@ -136,36 +150,63 @@ typedef struct {
     unsigned char *data;
 } uc_gattr;
 
+/* A descriptor's value: its type, whether it was finalized, and its attributes. Shared values are immutable
+ * (copy on write); they are what an operation keeps of its tensors, an engine configuration of its graph, a
+ * plan of everything, whatever happens to the descriptors (and addresses) afterwards. */
+struct uc_gval {
+    int refs; /* atomic */
+    int type, opaque, finalized, nattr;
+    uc_gattr attr[UC_GREC_MAX_ATTRS];
+};
+
 /* Size in bytes of one element of an attribute type, 0 if the shim does not copy that type. */
 size_t uc_gattr_elem_size(int type);
+void uc_gval_unref(uc_gval *v);
+uc_gval *uc_gval_ref(uc_gval *v);
+const uc_gattr *uc_gval_attr(const uc_gval *v, int name);
+/* The one descriptor value an attribute names (borrowed from v), or NULL. */
+uc_gval *uc_gval_desc(const uc_gval *v, int name);
+/* `cap` int64 elements of an INT64 attribute: its element count, or -1 (absent, another type, too many). */
+int uc_gval_int64s(const uc_gval *v, int name, int64_t *out, int cap);
+/* One 4-byte enum value of attribute type `type`: 0, or -1. */
+int uc_gval_enum(const uc_gval *v, int name, int type, int32_t *out);
+/* A deep copy of v (children shared), refs 1, or NULL when memory is short. */
+uc_gval *uc_gval_clone(const uc_gval *v);
+/* Free an attribute's data (and release the values it names). */
+void uc_gattr_free(uc_gattr *a);
 
 void uc_grec_created(void *desc, int type);
 void uc_grec_destroyed(void *desc);
+/* cudnnBackendInitialize: the descriptor is reset in place (type kept, attributes gone). */
+void uc_grec_initialized(void *desc);
 /* Copies the attribute (or marks the descriptor opaque when it cannot). */
 void uc_grec_set(void *desc, int name, int type, int64_t count, const void *elems);
 void uc_grec_finalized(void *desc);
-/* Link a descriptor cuDNN filled itself (a heuristics result) to the operation graph it was made for. */
-void uc_grec_link_graph(void *desc, void *opgraph);
-
-/* A snapshot of one record: its type (-1 unknown), whether opaque/finalized, and one attribute (copied into
- * buf, at most cap bytes). Returns the element count, or -1 when the record or the attribute is absent. */
-int uc_grec_type(void *desc, int *opaque, int *finalized);
-int64_t uc_grec_get(void *desc, int name, int *type, void *buf, size_t cap);
-/* The one descriptor an attribute of a record names, or NULL. */
-void *uc_grec_desc(void *desc, int name);
-/* The operation graph a descriptor was linked to (uc_grec_link_graph), or NULL. */
-void *uc_grec_linked_graph(void *desc);
+/* cuDNN filled the descriptor in a GetAttribute: its value becomes `value` (a counted reference taken here), or,
+ * NULL, opaque; `graph` (may be NULL) is linked as UC_GLINK_GRAPH (a heuristics result). */
+void uc_grec_filled(void *desc, uc_gval *value, uc_gval *graph);
+/* The descriptor's current value, a counted reference (release with uc_gval_unref), or NULL: not recorded. */
+uc_gval *uc_grec_value(void *desc);
+/* The descriptor's recorded type, or -1. */
+int uc_grec_type(void *desc);
+/* A variant pack's uids, pointers and workspace as set, finalized or not: the uid count (pointers the same), -1
+ * when the pack is not recorded, -2 when uids and pointers differ in number or type, -3 too many. */
+int64_t uc_grec_pack(void *desc, int64_t *uids, void **ptrs, int cap, void **ws);
 size_t uc_grec_count(void);
 
-/* A deep copy of one record (a descriptor's type and attributes), kept after the descriptor is destroyed. */
+/* A pointer-keyed hash table (chained, doubling): lookups by hash, never by scanning. Entries are embedded in the
+ * caller's structures; the caller locks. */
+typedef struct uc_gmap_ent {
+    struct uc_gmap_ent *next;
+    const void *key;
+} uc_gmap_ent;
 typedef struct {
-    void *desc;
-    int type, nattr;
-    uc_gattr attr[UC_GREC_MAX_ATTRS];
-} uc_gnode;
-/* 0 and a copy in *out (free with uc_gnode_free), or -1 when the record is absent, opaque or memory is short. */
-int uc_grec_copy(void *desc, uc_gnode *out);
-void uc_gnode_free(uc_gnode *n);
+    uc_gmap_ent **b;
+    size_t nb, n;
+} uc_gmap;
+uc_gmap_ent *uc_gmap_find(const uc_gmap *m, const void *key);
+int uc_gmap_put(uc_gmap *m, uc_gmap_ent *e); /* e->key set, not present yet: 0, or -1 (memory short) */
+uc_gmap_ent *uc_gmap_take(uc_gmap *m, const void *key);
 
 /* ---- a plan's resolved graph (uc_graph.c) and its micro-batched execution (uc_graph_split.c) ---- */
 
@@ -200,8 +241,9 @@ typedef struct {
 } uc_gparts;
 
 typedef struct uc_ggraph {
-    struct uc_ggraph *next;
+    uc_gmap_ent e;       /* keyed by the plan (or engine configuration) descriptor */
     void *plan;
+    int is_cfg;          /* an engine configuration's (ENGINECFG_WORKSPACE_SIZE), not a plan's */
     int refs, dead;      /* references held by executions; dead: unlinked, freed at the last release */
     int nops, ntensors;
     gop ops[UC_G_MAX_OPS];
@@ -210,11 +252,11 @@ typedef struct uc_ggraph {
     int64_t n;             /* the batch size of the convolution, 0 if none */
     const char *why_not;   /* NULL: a convolution graph the shim understands */
     char *key;
-    /* What rebuilding it at another batch size takes (snapshotted at the plan's Finalize). */
-    void *handle;
+    /* What rebuilding it at another batch size takes (the values held at the plan's Finalize). */
+    void *handle;          /* the operation graph's handle as set (else the plan's), for building and timing */
     int nknobs, nnodes;
     int64_t knob_type[UC_G_MAX_KNOBS], knob_value[UC_G_MAX_KNOBS];
-    uc_gnode *nodes;       /* the graph's descriptors, dependencies first */
+    uc_gval **nodes;       /* the graph's descriptor values, dependencies first, the operation graph last */
     /* The decision for this plan, under `lock`: 0 not made yet, 1 taken over by the shim (`main`, and `alt` while
      * they are timed against each other), -1 the caller's plan runs unchanged. */
     pthread_mutex_t lock;
@@ -231,9 +273,11 @@ typedef struct uc_ggraph {
     int policy;
 } uc_ggraph;
 
-/* A finalized plan's graph, resolved from the records (uc_graph_resolve.c); NULL only when memory is short.
- * why_not says why the shim leaves it alone (NULL: a convolution graph it can split). */
-uc_ggraph *uc_graph_resolve(void *plan);
+/* A finalized plan's (or engine configuration's, is_cfg) graph, resolved from its recorded value
+ * (uc_graph_resolve.c); NULL only when memory is short. why_not says why the shim leaves it alone (NULL: a
+ * convolution graph it can split). */
+uc_ggraph *uc_graph_resolve(void *desc, int is_cfg);
+void uc_graph_free(uc_ggraph *g);
 
 /* The workspace to report for a plan (deciding on first use); -1 when the plan is not the shim's concern (the
  * real value stands). */
@@ -241,6 +285,7 @@ int64_t uc_gsplit_workspace(uc_ggraph *g);
 /* Run the plan as the shim decided: 1 and *status when it did, 0 when the caller's call should run unchanged. */
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
 void uc_gsplit_free(uc_ggraph *g);
+int uc_gsplit_op_code(const uc_ggraph *g); /* UCUDNN_OP_* of the graph's convolution */
 
 /* ---- rebuilding a graph at another batch size (uc_graph_build.c) ---- */
 
@@ -260,6 +305,8 @@ int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);
 int uc_gb_has_beta(const uc_ggraph *g);
+int uc_gb_wide_filter(const uc_ggraph *g); /* a weight gradient's dw is 32 or 64 bits wide */
+size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t spans at b; 0 unknown */
 
 /* ---- benchmarking for the planner (uc_graph_bench.c) and asking it (uc_plan.c) ---- */
 

@@ -18,20 +18,6 @@
 
 #define UC_GBENCH_RUNS 3
 
-/* Bytes a tensor spans at batch size b (b replaces N in a tensor split along N); 0 if unknown. */
-static size_t extent(const uc_ggraph *g, const gtensor *t, int64_t b)
-{
-    size_t esz = uc_gb_dtype_bytes(t->dtype);
-    int64_t elems = 1;
-    for (int d = 0; d < t->nb; d++) {
-        int64_t dim = d == 0 && uc_gb_split_tensor(g, t) ? b : t->dims[d];
-        if (dim < 1 || t->strides[d] < 0)
-            return 0;
-        elems += (dim - 1) * t->strides[d];
-    }
-    return esz ? (size_t)elems * esz : 0;
-}
-
 /* Time one plan on the scratch variant pack: 0 and the median ms, or a status. */
 static int time_plan(const uc_ggraph *g, void *plan, int npack, const int64_t *uids, void *const *ptrs, void *ws,
                      double *ms)
@@ -79,7 +65,7 @@ int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *cou
         const gtensor *t = &g->t[i];
         if (t->virt)
             continue;
-        size_t bytes = extent(g, t, b);
+        size_t bytes = uc_gb_extent(g, t, b);
         void *p = bytes ? uc_scratch_alloc(bytes) : NULL;
         if (!p) {
             st = uc_status(bytes ? UC_ST_ALLOC : UC_ST_NOT_SUPPORTED);

@@ -69,17 +69,9 @@ int uc_gb_aligned_for(const uc_ggraph *g, int64_t b)
     return 1;
 }
 
-static const uc_gattr *node_attr(const uc_gnode *nd, int name)
-{
-    for (int i = 0; i < nd->nattr; i++)
-        if (nd->attr[i].name == name)
-            return &nd->attr[i];
-    return NULL;
-}
-
 /* Set one recorded attribute on the rebuilt descriptor: descriptors mapped to their rebuilt twins, N -> b in a
  * split tensor's dimensions, and beta = 1 for a weight gradient's later parts. */
-static int replay_attr(const uc_ggraph *g, const uc_gnode *nd, const uc_gattr *a, void *d, int64_t b, int beta_one,
+static int replay_attr(const uc_ggraph *g, const uc_gval *nd, const uc_gattr *a, void *d, int64_t b, int beta_one,
                        void *const *old, void *const *made, int nmade)
 {
     const uc_real_table *r = uc_real();
@@ -100,7 +92,7 @@ static int replay_attr(const uc_ggraph *g, const uc_gnode *nd, const uc_gattr *a
         }
     } else if (nd->type == UC_BK_TENSOR && a->name == UC_A_TENSOR_DIMENSIONS && a->type == UC_AT_INT64 &&
                a->count > 0) {
-        const uc_gattr *uid = node_attr(nd, UC_A_TENSOR_UNIQUE_ID);
+        const uc_gattr *uid = uc_gval_attr(nd, UC_A_TENSOR_UNIQUE_ID);
         int64_t dim0, id = -1;
         memcpy(&dim0, buf, sizeof dim0);
         if (uid && uid->bytes == sizeof id)
@@ -149,9 +141,10 @@ static void destroy_made(made_list *m)
 static void *rebuild_graph(const uc_ggraph *g, int64_t b, int beta_one, made_list *m)
 {
     const uc_real_table *r = uc_real();
+    /* A descriptor-valued attribute names values; each maps to the descriptor rebuilt from it. */
     void *old[UC_G_MAX_NODES], *made[UC_G_MAX_NODES];
     for (int i = 0; i < g->nnodes; i++) {
-        const uc_gnode *nd = &g->nodes[i];
+        const uc_gval *nd = g->nodes[i];
         void *d = make(m, nd->type);
         if (!d)
             return NULL;
@@ -160,7 +153,7 @@ static void *rebuild_graph(const uc_ggraph *g, int64_t b, int beta_one, made_lis
                 return NULL;
         if (r->cudnnBackendFinalize(d) != 0)
             return NULL;
-        old[i] = nd->desc;
+        old[i] = g->nodes[i];
         made[i] = d;
     }
     return g->nnodes ? made[g->nnodes - 1] : NULL;
@@ -174,7 +167,9 @@ static void *plan_of(const uc_ggraph *g, void *cfg, int64_t *workspace)
     int64_t ws = -1, count = 0;
     if (r->cudnnBackendCreateDescriptor(UC_BK_EXECUTION_PLAN, &plan) != 0 || !plan)
         return NULL;
-    if (r->cudnnBackendSetAttribute(plan, UC_A_PLAN_HANDLE, UC_AT_HANDLE, 1, &g->handle) == 0 &&
+    /* Without a handle where none was seen, as cudnn_frontend >= 1.13 builds plans (the handle comes with
+     * Execute). */
+    if ((!g->handle || r->cudnnBackendSetAttribute(plan, UC_A_PLAN_HANDLE, UC_AT_HANDLE, 1, &g->handle) == 0) &&
         r->cudnnBackendSetAttribute(plan, UC_A_PLAN_ENGINE_CONFIG, UC_AT_BACKEND_DESCRIPTOR, 1, &cfg) == 0 &&
         r->cudnnBackendFinalize(plan) == 0 &&
         r->cudnnBackendGetAttribute(plan, UC_A_PLAN_WORKSPACE_SIZE, UC_AT_INT64, 1, &count, &ws) == 0 &&
@@ -295,11 +290,35 @@ int uc_gb_is_wgrad(const uc_ggraph *g)
     return 0;
 }
 
+int uc_gb_wide_filter(const uc_ggraph *g)
+{
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].type == UC_BK_OP_CONV_BWD_FILTER)
+            for (int j = 0; j < g->ntensors; j++)
+                if (g->t[j].uid == g->ops[i].t[1])
+                    return g->t[j].dtype == 0 || g->t[j].dtype == 1; /* FLOAT, DOUBLE */
+    return 0;
+}
+
+/* Bytes a tensor spans at batch size b (b replaces N in a tensor split along N); 0 if unknown. */
+size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b)
+{
+    size_t esz = uc_gb_dtype_bytes(t->dtype);
+    int64_t elems = 1;
+    for (int d = 0; d < t->nb; d++) {
+        int64_t dim = d == 0 && uc_gb_split_tensor(g, t) ? b : t->dims[d];
+        if (dim < 1 || t->strides[d] < 0)
+            return 0;
+        elems += (dim - 1) * t->strides[d];
+    }
+    return esz ? (size_t)elems * esz : 0;
+}
+
 int uc_gb_has_beta(const uc_ggraph *g)
 {
     for (int i = 0; i < g->nnodes; i++)
-        if (g->nodes[i].type == UC_BK_OP_CONV_BWD_FILTER)
-            return node_attr(&g->nodes[i], UC_A_OP_BWD_FILTER_ALPHA + 1) != NULL;
+        if (g->nodes[i]->type == UC_BK_OP_CONV_BWD_FILTER)
+            return uc_gval_attr(g->nodes[i], UC_A_OP_BWD_FILTER_ALPHA + 1) != NULL;
     return 0;
 }
 

@@ -1,11 +1,13 @@
 /*
- * Resolving a finalized plan's graph from the records (uc_graph_rec.c), at the plan's Finalize:
+ * Resolving a finalized plan's graph from its recorded value (uc_graph_rec.c), at the plan's Finalize:
  *   plan --ENGINE_CONFIG--> engine config --ENGINE--> engine --OPERATION_GRAPH--> operation graph --OPS--> ops
- * where an engine config that cuDNN filled itself (a heuristics result) is linked to the operation graph its
- * heuristics descriptor named, and the engine's global index, numerical notes and knob choices are read from the
- * real library. A convolution graph the shim understands (one convolution, optionally followed by elementwise
- * pointwise operations, every tensor per sample or broadcast) gets a key and a snapshot of what rebuilding it at
- * another batch size takes (uc_graph_split.c); anything else gets the reason it passes through.
+ * every arrow a value taken when the attribute was set (never an address looked up now), where an engine config
+ * that cuDNN filled itself (a heuristics result) holds the operation graph its heuristics descriptor held
+ * (UC_GLINK_GRAPH). The engine's global index, numerical notes and knob choices are read from the real library,
+ * through the plan itself. A convolution graph the shim understands (one convolution, optionally followed by
+ * elementwise pointwise operations, every tensor per sample or broadcast) gets a key and the values rebuilding it
+ * at another batch size takes (uc_graph_split.c); anything else gets the reason it passes through. An engine
+ * configuration's workspace query (the v1 API filters by it) resolves the configuration the same way.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -15,53 +17,44 @@
 #include "uc_graph.h"
 #include "uc_internal.h"
 
-/* ---- reading records ---- */
+/* ---- reading values ---- */
 
-
-static int int64s(void *desc, int name, int64_t *out, int cap)
+static const char *read_tensor(uc_ggraph *g, const uc_gval *v, int64_t *uid_out)
 {
-    int type = -1;
-    int64_t n = uc_grec_get(desc, name, &type, out, sizeof *out * (size_t)cap);
-    return type == UC_AT_INT64 && n >= 0 && n <= cap ? (int)n : -1;
-}
-
-static int one_int(void *desc, int name, int want_type, int32_t *out)
-{
-    int type = -1;
-    return uc_grec_get(desc, name, &type, out, sizeof *out) == 1 && type == want_type ? 0 : -1;
-}
-
-static const char *read_tensor(uc_ggraph *g, void *desc, int64_t *uid_out)
-{
-    int opaque = 0;
-    if (uc_grec_type(desc, &opaque, NULL) != UC_BK_TENSOR)
+    if (!v || v->type != UC_BK_TENSOR)
         return "an operation names a tensor the shim did not see built";
-    if (opaque)
+    if (v->opaque)
         return "a tensor has attributes the shim does not copy";
+    if (!v->finalized)
+        return "a tensor was set on an operation before it was finalized";
     gtensor t;
     memset(&t, 0, sizeof t);
     int64_t one = 0;
-    if (int64s(desc, UC_A_TENSOR_UNIQUE_ID, &t.uid, 1) != 1)
+    if (uc_gval_int64s(v, UC_A_TENSOR_UNIQUE_ID, &t.uid, 1) != 1)
         return "a tensor without a unique id";
     *uid_out = t.uid;
-    for (int i = 0; i < g->ntensors; i++)
-        if (g->t[i].uid == t.uid)
-            return NULL;
+    t.nb = uc_gval_int64s(v, UC_A_TENSOR_DIMENSIONS, t.dims, UC_G_MAXD);
+    if (t.nb < 1 || uc_gval_int64s(v, UC_A_TENSOR_STRIDES, t.strides, UC_G_MAXD) != t.nb)
+        return "a tensor's dimensions and strides are unreadable";
+    if (uc_gval_enum(v, UC_A_TENSOR_DATA_TYPE, UC_AT_DATA_TYPE, &t.dtype) != 0)
+        return "a tensor without a data type";
+    t.align = uc_gval_int64s(v, UC_A_TENSOR_BYTE_ALIGNMENT, &one, 1) == 1 ? one : 0;
+    const uc_gattr *a = uc_gval_attr(v, UC_A_TENSOR_IS_VIRTUAL);
+    t.virt = a && a->type == UC_AT_BOOLEAN && a->count == 1 && a->data[0];
+    a = uc_gval_attr(v, UC_A_TENSOR_IS_BY_VALUE);
+    t.by_value = a && a->type == UC_AT_BOOLEAN && a->count == 1 && a->data[0];
+    if (uc_gval_int64s(v, UC_A_TENSOR_VECTOR_COUNT, &one, 1) == 1 && one > 1)
+        return "a vectorized tensor";
+    for (int i = 0; i < g->ntensors; i++) {
+        const gtensor *o = &g->t[i];
+        if (o->uid != t.uid)
+            continue;
+        int same = o->nb == t.nb && o->dtype == t.dtype && o->virt == t.virt && o->by_value == t.by_value &&
+                   memcmp(o->dims, t.dims, sizeof t.dims) == 0 && memcmp(o->strides, t.strides, sizeof t.strides) == 0;
+        return same ? NULL : "two different tensors share a unique id";
+    }
     if (g->ntensors == UC_G_MAX_TENSORS)
         return "too many tensors";
-    t.nb = int64s(desc, UC_A_TENSOR_DIMENSIONS, t.dims, UC_G_MAXD);
-    if (t.nb < 1 || int64s(desc, UC_A_TENSOR_STRIDES, t.strides, UC_G_MAXD) != t.nb)
-        return "a tensor's dimensions and strides are unreadable";
-    if (one_int(desc, UC_A_TENSOR_DATA_TYPE, UC_AT_DATA_TYPE, &t.dtype) != 0)
-        return "a tensor without a data type";
-    t.align = int64s(desc, UC_A_TENSOR_BYTE_ALIGNMENT, &one, 1) == 1 ? one : 0;
-    unsigned char flag = 0;
-    int type = -1;
-    t.virt = uc_grec_get(desc, UC_A_TENSOR_IS_VIRTUAL, &type, &flag, 1) == 1 && flag;
-    flag = 0;
-    t.by_value = uc_grec_get(desc, UC_A_TENSOR_IS_BY_VALUE, &type, &flag, 1) == 1 && flag;
-    if (int64s(desc, UC_A_TENSOR_VECTOR_COUNT, &one, 1) == 1 && one > 1)
-        return "a vectorized tensor";
     g->t[g->ntensors++] = t;
     return NULL;
 }
@@ -74,22 +67,23 @@ static const gtensor *tensor_of(const uc_ggraph *g, int64_t uid)
     return NULL;
 }
 
-static const char *read_conv(void *desc, gop *op)
+static const char *read_conv(const uc_gval *v, gop *op)
 {
-    int opaque = 0;
-    if (uc_grec_type(desc, &opaque, NULL) != UC_BK_CONVOLUTION || opaque)
+    if (!v || v->type != UC_BK_CONVOLUTION || v->opaque)
         return "a convolution descriptor the shim did not see built";
+    if (!v->finalized)
+        return "a convolution descriptor was set on an operation before it was finalized";
     int64_t nsp = 0;
-    if (int64s(desc, UC_A_CONV_SPATIAL_DIMS, &nsp, 1) != 1 || nsp < 1 || nsp > UC_G_MAXD - 2)
+    if (uc_gval_int64s(v, UC_A_CONV_SPATIAL_DIMS, &nsp, 1) != 1 || nsp < 1 || nsp > UC_G_MAXD - 2)
         return "a convolution without spatial dimensions";
     op->nsp = (int32_t)nsp;
-    if (int64s(desc, UC_A_CONV_PRE_PADDINGS, op->pre, UC_G_MAXD) != nsp ||
-        int64s(desc, UC_A_CONV_POST_PADDINGS, op->post, UC_G_MAXD) != nsp ||
-        int64s(desc, UC_A_CONV_FILTER_STRIDES, op->stride, UC_G_MAXD) != nsp ||
-        int64s(desc, UC_A_CONV_DILATIONS, op->dil, UC_G_MAXD) != nsp)
+    if (uc_gval_int64s(v, UC_A_CONV_PRE_PADDINGS, op->pre, UC_G_MAXD) != nsp ||
+        uc_gval_int64s(v, UC_A_CONV_POST_PADDINGS, op->post, UC_G_MAXD) != nsp ||
+        uc_gval_int64s(v, UC_A_CONV_FILTER_STRIDES, op->stride, UC_G_MAXD) != nsp ||
+        uc_gval_int64s(v, UC_A_CONV_DILATIONS, op->dil, UC_G_MAXD) != nsp)
         return "a convolution's paddings, strides or dilations are unreadable";
-    if (one_int(desc, UC_A_CONV_MODE, UC_AT_CONVOLUTION_MODE, &op->conv_mode) != 0 ||
-        one_int(desc, UC_A_CONV_COMP_TYPE, UC_AT_DATA_TYPE, &op->comp_type) != 0)
+    if (uc_gval_enum(v, UC_A_CONV_MODE, UC_AT_CONVOLUTION_MODE, &op->conv_mode) != 0 ||
+        uc_gval_enum(v, UC_A_CONV_COMP_TYPE, UC_AT_DATA_TYPE, &op->comp_type) != 0)
         return "a convolution without mode or compute type";
     return NULL;
 }
@@ -106,12 +100,15 @@ static int elementwise(int mode)
     return 0;
 }
 
-static const char *read_op(uc_ggraph *g, void *desc)
+static const char *read_op(uc_ggraph *g, const uc_gval *v)
 {
-    int opaque = 0;
-    int type = uc_grec_type(desc, &opaque, NULL);
-    if (opaque)
+    if (!v)
+        return "an operation the shim did not see built";
+    if (v->opaque)
         return "an operation has attributes the shim does not copy";
+    if (!v->finalized)
+        return "an operation was set on the graph before it was finalized";
+    int type = v->type;
     if (g->nops == UC_G_MAX_OPS)
         return "too many operations";
     gop *op = &g->ops[g->nops];
@@ -128,13 +125,13 @@ static const char *read_op(uc_ggraph *g, void *desc)
     const char *why = NULL;
     if (base >= 0) {
         /* attribute order after ALPHA, BETA, CONV_DESC: fwd W X Y; dgrad W DX DY; wgrad DW X DY */
-        void *conv = uc_grec_desc(desc, base + 2);
-        void *a = uc_grec_desc(desc, base + 3), *b = uc_grec_desc(desc, base + 4), *c = uc_grec_desc(desc, base + 5);
+        const uc_gval *conv = uc_gval_desc(v, base + 2);
+        const uc_gval *a = uc_gval_desc(v, base + 3), *b = uc_gval_desc(v, base + 4), *c = uc_gval_desc(v, base + 5);
         if (!conv || !a || !b || !c)
-            return "a convolution operation without its tensors";
+            return "a convolution operation without its tensors (or they were not seen built)";
         why = read_conv(conv, op);
         /* roles: t[0] the input side (x or dx), t[1] the filter (w or dw), t[2] the output side (y or dy) */
-        void *in = b, *filt = a, *out = c;
+        const uc_gval *in = b, *filt = a, *out = c;
         if (!why)
             why = read_tensor(g, in, &op->t[0]);
         if (!why)
@@ -142,23 +139,22 @@ static const char *read_op(uc_ggraph *g, void *desc)
         if (!why)
             why = read_tensor(g, out, &op->t[2]);
     } else {
-        void *pw = uc_grec_desc(desc, UC_A_OP_PW_PW_DESCRIPTOR);
-        int pw_opaque = 0;
-        if (!pw || uc_grec_type(pw, &pw_opaque, NULL) != UC_BK_POINTWISE || pw_opaque ||
-            one_int(pw, UC_A_POINTWISE_MODE, UC_AT_POINTWISE_MODE, &op->pw_mode) != 0)
+        const uc_gval *pw = uc_gval_desc(v, UC_A_OP_PW_PW_DESCRIPTOR);
+        if (!pw || pw->type != UC_BK_POINTWISE || pw->opaque || !pw->finalized ||
+            uc_gval_enum(pw, UC_A_POINTWISE_MODE, UC_AT_POINTWISE_MODE, &op->pw_mode) != 0)
             return "a pointwise operation without a readable mode";
         if (!elementwise(op->pw_mode))
             return "a pointwise mode the shim does not know to be elementwise";
-        if (uc_grec_desc(desc, UC_A_OP_PW_DXDESC) || uc_grec_desc(desc, UC_A_OP_PW_DYDESC) ||
-            uc_grec_desc(desc, UC_A_OP_PW_TDESC))
+        if (uc_gval_attr(v, UC_A_OP_PW_DXDESC) || uc_gval_attr(v, UC_A_OP_PW_DYDESC) ||
+            uc_gval_attr(v, UC_A_OP_PW_TDESC))
             return "a backward or three-input pointwise operation";
-        void *x = uc_grec_desc(desc, UC_A_OP_PW_XDESC), *b = uc_grec_desc(desc, UC_A_OP_PW_BDESC),
-             *y = uc_grec_desc(desc, UC_A_OP_PW_YDESC);
+        const uc_gval *x = uc_gval_desc(v, UC_A_OP_PW_XDESC), *b = uc_gval_desc(v, UC_A_OP_PW_BDESC),
+                      *y = uc_gval_desc(v, UC_A_OP_PW_YDESC);
         if (!x || !y)
             return "a pointwise operation without its tensors";
         why = read_tensor(g, x, &op->t[0]);
         op->t[1] = -1;
-        if (!why && b)
+        if (!why && uc_gval_attr(v, UC_A_OP_PW_BDESC))
             why = read_tensor(g, b, &op->t[1]);
         if (!why)
             why = read_tensor(g, y, &op->t[2]);
@@ -241,85 +237,81 @@ static void graph_key(uc_ggraph *g)
 }
 
 /* The engine's global index and numerical notes, from the real library (the engine config may have been filled
- * by cuDNN itself). Best effort: -1 and 0 when unreadable. */
+ * by cuDNN itself). Best effort: -1 and 0 when unreadable. Under uc_guard. */
 static void read_engine(void *engcfg, uc_ggraph *g)
 {
     const uc_real_table *r = uc_real();
-    g->engine = -1;
-    if (!r->cudnnBackendCreateDescriptor || !r->cudnnBackendGetAttribute || !r->cudnnBackendDestroyDescriptor)
-        return;
     void *engine = NULL;
     int64_t n = 0;
-    uc_guard++;
-    if (r->cudnnBackendCreateDescriptor(UC_BK_ENGINE, &engine) == 0) {
-        if (r->cudnnBackendGetAttribute(engcfg, UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
-                0 &&
-            n == 1) {
-            int64_t index = -1;
-            if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &n, &index) == 0)
-                g->engine = index;
-            int32_t notes[16];
-            if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_NUMERICAL_NOTE, UC_AT_NUMERICAL_NOTE, 16, &n,
-                                            notes) == 0)
-                for (int64_t i = 0; i < n && i < 16; i++)
-                    if (notes[i] >= 0 && notes[i] < 63)
-                        g->notes |= (int64_t)1 << notes[i];
-        }
-        r->cudnnBackendDestroyDescriptor(engine);
+    if (r->cudnnBackendCreateDescriptor(UC_BK_ENGINE, &engine) != 0)
+        return;
+    if (r->cudnnBackendGetAttribute(engcfg, UC_A_ENGINECFG_ENGINE, UC_AT_BACKEND_DESCRIPTOR, 1, &n, &engine) == 0 &&
+        n == 1) {
+        int64_t index = -1;
+        if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &n, &index) == 0)
+            g->engine = index;
+        int32_t notes[16];
+        if (r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_NUMERICAL_NOTE, UC_AT_NUMERICAL_NOTE, 16, &n, notes) == 0)
+            for (int64_t i = 0; i < n && i < 16; i++)
+                if (notes[i] >= 0 && notes[i] < 63)
+                    g->notes |= (int64_t)1 << notes[i];
     }
-    uc_guard--;
+    r->cudnnBackendDestroyDescriptor(engine);
 }
 
-/* Copy what rebuilding the graph takes: the handle, and every descriptor of the graph (tensors, convolution and
- * pointwise descriptors, operations, the operation graph last), since the framework destroys them soon. */
-static const char *snapshot(uc_ggraph *g, void *plan, void *opgraph, void *const *ops, int nops)
+/* Add a value to the graph's nodes once (they hold a reference each): 0, or -1 when there is no room. */
+static int add_node(uc_ggraph *g, uc_gval *v, int cap)
 {
-    int type = -1;
-    if (uc_grec_get(plan, UC_A_PLAN_HANDLE, &type, &g->handle, sizeof g->handle) != 1 || type != UC_AT_HANDLE)
-        return "the plan's handle was not seen";
-    void *deps[UC_G_MAX_NODES];
-    int ndeps = 0;
-    for (int i = 0; i < nops; i++) {
-        uc_gnode op;
-        if (uc_grec_copy(ops[i], &op) != 0)
-            return "an operation's record could not be copied";
-        for (int a = 0; a < op.nattr; a++) {
-            if (op.attr[a].type != UC_AT_BACKEND_DESCRIPTOR)
-                continue;
-            for (int64_t e = 0; e < op.attr[a].count; e++) {
-                void *d;
-                memcpy(&d, op.attr[a].data + e * (int64_t)sizeof d, sizeof d);
-                int seen = 0;
-                for (int j = 0; j < ndeps && !seen; j++)
-                    seen = deps[j] == d;
-                if (!seen && ndeps < UC_G_MAX_NODES - nops - 1)
-                    deps[ndeps++] = d;
-                else if (!seen)
-                    seen = -1;
-                if (seen < 0) {
-                    uc_gnode_free(&op);
-                    return "too many descriptors in the graph";
-                }
-            }
-        }
-        uc_gnode_free(&op);
-    }
-    g->nodes = calloc((size_t)(ndeps + nops + 1), sizeof *g->nodes);
+    for (int j = 0; j < g->nnodes; j++)
+        if (g->nodes[j] == v)
+            return 0;
+    if (g->nnodes == cap)
+        return -1;
+    g->nodes[g->nnodes++] = uc_gval_ref(v);
+    return 0;
+}
+
+/* Keep what rebuilding the graph takes: the values of every descriptor of the graph (tensors, convolution and
+ * pointwise descriptors, then the operations, the operation graph last), and the handle to build with. */
+static const char *keep_nodes(uc_ggraph *g, const uc_gval *plan, uc_gval *graph)
+{
+    void *h = NULL;
+    const uc_gattr *ha = uc_gval_attr(graph, UC_A_OPERATIONGRAPH_HANDLE);
+    if (!ha || ha->type != UC_AT_HANDLE || ha->count != 1)
+        ha = uc_gval_attr(plan, UC_A_PLAN_HANDLE);
+    if (ha && ha->type == UC_AT_HANDLE && ha->count == 1)
+        memcpy(&h, ha->data, sizeof h);
+    g->handle = h;
+    const uc_gattr *ops = uc_gval_attr(graph, UC_A_OPERATIONGRAPH_OPS);
+    g->nodes = calloc(UC_G_MAX_NODES, sizeof *g->nodes);
     if (!g->nodes)
         return "out of memory";
-    for (int i = 0; i < ndeps + nops + 1; i++) {
-        void *d = i < ndeps ? deps[i] : i < ndeps + nops ? ops[i - ndeps] : opgraph;
-        if (uc_grec_copy(d, &g->nodes[i]) != 0)
-            return "a descriptor of the graph could not be copied";
-        g->nnodes = i + 1;
-        int t = g->nodes[i].type;
-        if (i < ndeps && t != UC_BK_TENSOR && t != UC_BK_CONVOLUTION && t != UC_BK_POINTWISE)
-            return "an operation names a descriptor other than a tensor, convolution or pointwise descriptor";
-    }
-    return NULL;
+    for (int pass = 0; pass < 2; pass++) /* the operations' descriptors first, then the operations */
+        for (int64_t i = 0; i < ops->count; i++) {
+            uc_gval *op;
+            memcpy(&op, ops->data + i * (int64_t)sizeof op, sizeof op);
+            for (int a = 0; pass == 0 && a < op->nattr; a++) {
+                const uc_gattr *at = &op->attr[a];
+                for (int64_t e = 0; at->type == UC_AT_BACKEND_DESCRIPTOR && e < at->count; e++) {
+                    uc_gval *d;
+                    memcpy(&d, at->data + e * (int64_t)sizeof d, sizeof d);
+                    if (!d)
+                        return "an operation names a descriptor the shim did not see built";
+                    if (d->type != UC_BK_TENSOR && d->type != UC_BK_CONVOLUTION && d->type != UC_BK_POINTWISE)
+                        return "an operation names a descriptor other than a tensor, convolution or pointwise "
+                               "descriptor";
+                    if (d->opaque || !d->finalized || add_node(g, d, UC_G_MAX_NODES - UC_G_MAX_OPS - 1) != 0)
+                        return "an operation's descriptors cannot be rebuilt (opaque, unfinalized or too many)";
+                }
+            }
+            if (pass == 1 && add_node(g, op, UC_G_MAX_NODES - 1) != 0)
+                return "too many descriptors in the graph";
+        }
+    return add_node(g, graph, UC_G_MAX_NODES) == 0 ? NULL : "too many descriptors in the graph";
 }
 
-/* The knob choices of the caller's engine configuration, from the real library (cuDNN may have filled them). */
+/* The knob choices of the caller's engine configuration, from the real library (cuDNN may have filled them).
+ * Under uc_guard. */
 static const char *read_knobs(void *engcfg, uc_ggraph *g)
 {
     const uc_real_table *r = uc_real();
@@ -327,7 +319,6 @@ static const char *read_knobs(void *engcfg, uc_ggraph *g)
     const char *why = NULL;
     int made = 0;
     int64_t got = 0;
-    uc_guard++;
     for (; made < UC_G_MAX_KNOBS && !why; made++)
         if (r->cudnnBackendCreateDescriptor(UC_BK_KNOB_CHOICE, &kc[made]) != 0)
             why = "cannot create knob-choice descriptors";
@@ -348,45 +339,86 @@ static const char *read_knobs(void *engcfg, uc_ggraph *g)
     for (int i = 0; i < made; i++)
         if (kc[i])
             r->cudnnBackendDestroyDescriptor(kc[i]);
-    uc_guard--;
     g->nknobs = why ? 0 : (int)got;
     return why;
 }
 
-/* Resolve a finalized plan's graph from the records. */
-uc_ggraph *uc_graph_resolve(void *plan)
+/* The real library's engine configuration of the plan (read back into a descriptor of the shim's: the caller's
+ * may be gone), or the configuration itself; *made: the shim created it. Under uc_guard. */
+static void *engine_config_of(const uc_ggraph *g, int *made)
+{
+    const uc_real_table *r = uc_real();
+    *made = 0;
+    if (g->is_cfg)
+        return g->plan;
+    void *cfg = NULL;
+    int64_t n = 0;
+    if (r->cudnnBackendCreateDescriptor(UC_BK_ENGINECFG, &cfg) != 0 || !cfg)
+        return NULL;
+    *made = 1;
+    if (r->cudnnBackendGetAttribute(g->plan, UC_A_PLAN_ENGINE_CONFIG, UC_AT_BACKEND_DESCRIPTOR, 1, &n, &cfg) == 0 &&
+        n == 1)
+        return cfg;
+    r->cudnnBackendDestroyDescriptor(cfg);
+    *made = 0;
+    return NULL;
+}
+
+/* The operation graph a plan's (or configuration's) value holds, and the configuration's value. */
+static uc_gval *graph_of(const uc_gval *v, int is_cfg, const char **why)
+{
+    const uc_gval *cfg = is_cfg ? v : uc_gval_desc(v, UC_A_PLAN_ENGINE_CONFIG);
+    const uc_gval *engine = cfg ? uc_gval_desc(cfg, UC_A_ENGINECFG_ENGINE) : NULL;
+    uc_gval *graph = engine ? uc_gval_desc(engine, UC_A_ENGINE_OPERATION_GRAPH) : NULL;
+    if (!graph && cfg)
+        graph = uc_gval_desc(cfg, UC_GLINK_GRAPH);
+    const uc_gattr *ops = graph ? uc_gval_attr(graph, UC_A_OPERATIONGRAPH_OPS) : NULL;
+    if (!v)
+        *why = is_cfg ? "the engine configuration was not seen built" : "the plan was not seen built";
+    else if (!cfg)
+        *why = "the plan's engine configuration was not seen";
+    else if (!graph)
+        *why = "the plan's operation graph was not seen";
+    else if (graph->type != UC_BK_OPERATIONGRAPH || graph->opaque || !graph->finalized)
+        *why = "the operation graph has attributes the shim does not copy";
+    else if (!ops || ops->type != UC_AT_BACKEND_DESCRIPTOR || ops->count < 1 || ops->count > UC_G_MAX_OPS)
+        *why = "the operation graph's operations are unreadable or too many";
+    return *why ? NULL : graph;
+}
+
+uc_ggraph *uc_graph_resolve(void *desc, int is_cfg)
 {
     uc_ggraph *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
     pthread_mutex_init(&g->lock, NULL);
-    g->plan = plan;
+    g->plan = desc;
+    g->e.key = desc;
+    g->is_cfg = is_cfg;
     g->engine = -1;
-    void *engcfg = uc_grec_desc(plan, UC_A_PLAN_ENGINE_CONFIG);
-    void *engine = engcfg ? uc_grec_desc(engcfg, UC_A_ENGINECFG_ENGINE) : NULL;
-    void *opgraph = engine ? uc_grec_desc(engine, UC_A_ENGINE_OPERATION_GRAPH) : NULL;
-    if (!opgraph && engcfg)
-        opgraph = uc_grec_linked_graph(engcfg);
-    void *ops[UC_G_MAX_OPS];
-    int type = -1, opaque = 0;
-    int64_t nops = opgraph ? uc_grec_get(opgraph, UC_A_OPERATIONGRAPH_OPS, &type, ops, sizeof ops) : -1;
-    if (!engcfg)
-        g->why_not = "the plan's engine configuration was not seen";
-    else if (!opgraph)
-        g->why_not = "the plan's operation graph was not seen";
-    else if (uc_grec_type(opgraph, &opaque, NULL) != UC_BK_OPERATIONGRAPH || opaque)
-        g->why_not = "the operation graph has attributes the shim does not copy";
-    else if (nops < 1 || type != UC_AT_BACKEND_DESCRIPTOR || (size_t)nops > UC_G_MAX_OPS)
-        g->why_not = "the operation graph's operations are unreadable or too many";
-    for (int64_t i = 0; !g->why_not && i < nops; i++)
-        g->why_not = read_op(g, ops[i]);
+    uc_gval *v = uc_grec_value(desc);
+    uc_gval *graph = graph_of(v, is_cfg, &g->why_not);
+    const uc_gattr *ops = graph ? uc_gval_attr(graph, UC_A_OPERATIONGRAPH_OPS) : NULL;
+    for (int64_t i = 0; !g->why_not && i < ops->count; i++) {
+        uc_gval *op;
+        memcpy(&op, ops->data + i * (int64_t)sizeof op, sizeof op);
+        g->why_not = read_op(g, op);
+    }
     if (!g->why_not)
         g->why_not = classify(g);
-    read_engine(engcfg, g);
     if (!g->why_not)
-        g->why_not = snapshot(g, plan, opgraph, ops, (int)nops);
+        g->why_not = keep_nodes(g, v, graph);
+    int made = 0;
+    uc_guard++;
+    void *cfg = engine_config_of(g, &made);
+    if (cfg)
+        read_engine(cfg, g);
     if (!g->why_not)
-        g->why_not = read_knobs(engcfg, g);
+        g->why_not = cfg ? read_knobs(cfg, g) : "the plan's engine configuration is unreadable";
+    if (made)
+        uc_real()->cudnnBackendDestroyDescriptor(cfg);
+    uc_guard--;
+    uc_gval_unref(v);
     if (!g->why_not)
         graph_key(g);
     return g;

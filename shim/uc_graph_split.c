@@ -59,7 +59,10 @@ static int build_parts(const uc_ggraph *g, const int64_t *size, const int64_t *e
     p.engine = calloc((size_t)n, sizeof *p.engine);
     p.plan = calloc((size_t)n, sizeof *p.plan);
     p.owned = calloc((size_t)n, sizeof *p.owned);
-    ok = key_b && key_e && key_one && p.size && p.engine && p.plan && p.owned && (!wgrad || n == 1 || uc_gb_has_beta(g));
+    /* A weight gradient's parts accumulate into dw (beta = 1): only where the caller set beta, and only into a
+     * 32- or 64-bit dw -- a 16-bit one would be rounded once per part, which one call does not do. */
+    ok = key_b && key_e && key_one && p.size && p.engine && p.plan && p.owned &&
+         (!wgrad || n == 1 || (uc_gb_has_beta(g) && uc_gb_wide_filter(g)));
     int caller_det = !(g->notes & (1 << 4));
     for (int i = 0; ok && i < n; i++) {
         int beta_one = wgrad && i > 0, det = 0;
@@ -104,7 +107,7 @@ static int build_parts(const uc_ggraph *g, const int64_t *size, const int64_t *e
     return 0;
 }
 
-static int op_code(const uc_ggraph *g)
+int uc_gsplit_op_code(const uc_ggraph *g)
 {
     for (int i = 0; i < g->nops; i++)
         switch (g->ops[i].type) {
@@ -127,7 +130,7 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     int n = 0, rc = -1;
     float time_ms = 0;
     if (mbs && size && engine)
-        rc = uc_plan_graph(g, op_code(g), (int)count, limit, policy, !(g->notes & (1 << 4)), mbs, (int)g->n, &n,
+        rc = uc_plan_graph(g, uc_gsplit_op_code(g), (int)count, limit, policy, !(g->notes & (1 << 4)), mbs, (int)g->n, &n,
                            &time_ms, verified);
     for (int i = 0; rc == 0 && i < n; i++) {
         size[i] = mbs[i].batch;
@@ -201,11 +204,12 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
                    int64_t *full_out, int *verified)
 {
     const uc_real_table *r = uc_real();
-    if (limit == UC_UNLIMITED || g->n < 2 || !g->nodes || !g->handle)
+    if (limit == UC_UNLIMITED || g->n < 2 || !g->nodes)
         return;
     int64_t count = 0, full = -1;
+    int name = g->is_cfg ? UC_A_ENGINECFG_WORKSPACE_SIZE : UC_A_PLAN_WORKSPACE_SIZE;
     uc_guard++;
-    cudnnStatus_t st = r->cudnnBackendGetAttribute(g->plan, UC_A_PLAN_WORKSPACE_SIZE, UC_AT_INT64, 1, &count, &full);
+    cudnnStatus_t st = r->cudnnBackendGetAttribute(g->plan, name, UC_AT_INT64, 1, &count, &full);
     uc_guard--;
     if (st != 0 || count != 1 || full < 0)
         return;
@@ -263,7 +267,7 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
         g->deciding = 0;
         pthread_mutex_unlock(&g->lock);
-        if (main.nparts > 1)
+        if (main.nparts > 1 && !g->is_cfg) /* plans, not the configurations whose workspace was asked */
             UC_COUNT(graph_split_plans, 1);
         if (main.nparts)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): %s plan of %d part(s), first "
@@ -278,146 +282,6 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
     int64_t ws = g->decided == 1 ? g->workspace : -1;
     pthread_mutex_unlock(&g->lock);
     return ws;
-}
-
-/* One part: a variant pack with pointers advanced by n0 samples, executed with plan. */
-static cudnnStatus_t run_part(cudnnHandle_t handle, void *plan, int64_t n0, int npack, const int64_t *uids,
-                              void *const *ptrs, const int64_t *step, void *ws)
-{
-    const uc_real_table *r = uc_real();
-    void *moved[UC_G_MAX_TENSORS];
-    for (int i = 0; i < npack; i++)
-        moved[i] = ptrs[i] ? (char *)ptrs[i] + n0 * step[i] : NULL;
-    void *vp = NULL;
-    cudnnStatus_t st = uc_gb_variant_pack(npack, uids, moved, ws, &vp);
-    if (st == 0)
-        st = r->cudnnBackendExecute(handle, plan, vp);
-    if (vp)
-        r->cudnnBackendDestroyDescriptor(vp);
-    return st;
-}
-
-typedef struct {
-    int done, kept, samples;
-    double main_ms, alt_ms;
-} verdict;
-
-/* Which plan runs this execution (*use_alt), and the trial slot it fills (-1: untimed); *v the check's outcome
- * when it ended at this call. Under g->lock. */
-static int choose(uc_ggraph *g, int *use_alt, verdict *v)
-{
-    int slot = -1;
-    if (g->trial_on) {
-        int side_b = 0;
-        slot = uc_trial_begin(&g->trial, &side_b);
-        double main_ms, alt_ms;
-        int samples, kept;
-        if (slot < 0 && uc_trial_verdict(&g->trial, &main_ms, &alt_ms, &samples, &kept)) {
-            *v = (verdict){1, kept, samples, main_ms, alt_ms};
-            g->trial_on = 0;
-            g->use_alt = !kept;
-            UC_COUNT(graph_verified, 1);
-            if (!kept)
-                UC_COUNT(graph_rejected_by_measurement, 1);
-            uc_log(UC_LOG_INFO, "graph plan %p: divided %.4g ms, undivided engine %" PRId64 " %.4g ms (median of "
-                   "%d): the %s from now on", g->plan, main_ms, g->alt.engine[0], alt_ms, samples,
-                   kept ? "divided plan" : "undivided engine");
-        }
-        *use_alt = slot >= 0 ? side_b : g->use_alt;
-        return slot;
-    }
-    *use_alt = g->use_alt;
-    return -1;
-}
-
-/* The check's outcome, to the planner's recorder (parts and the undivided choice as micro-batches). */
-static void record(const uc_ggraph *g, const verdict *v)
-{
-    ucudnn_micro_batch *mbs = calloc((size_t)g->main.nparts, sizeof *mbs);
-    if (!mbs || !g->alt.nparts) {
-        free(mbs);
-        return;
-    }
-    for (int i = 0; i < g->main.nparts; i++)
-        mbs[i] = (ucudnn_micro_batch){(int)g->main.size[i], (int)g->main.engine[i], 0};
-    ucudnn_micro_batch undivided = {(int)g->alt.size[0], (int)g->alt.engine[0], 0};
-    ucudnn_verdict out = {UCUDNN_ABI_VERSION, op_code(g), g->key, NULL, (int)g->n, g->limit,
-                          uc_cfg_policy_name(g->policy), !(g->notes & (1 << 4)), v->kept, g->main.nparts, mbs,
-                          undivided, v->main_ms, v->alt_ms, v->samples};
-    uc_record_verdict(&out);
-    free(mbs);
-}
-
-int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
-{
-    int capturing = uc_stream_capturing(handle);
-    pthread_mutex_lock(&g->lock);
-    int mine = g->decided == 1, use_alt = g->use_alt;
-    /* During a CUDA-graph capture the check waits (no events recorded or queried); the current choice runs. */
-    verdict v = {0};
-    int slot = mine && !capturing ? choose(g, &use_alt, &v) : -1;
-    const uc_gparts *run = use_alt ? &g->alt : &g->main; /* immutable once decided */
-    pthread_mutex_unlock(&g->lock);
-    if (!mine)
-        return 0;
-    if (v.done && g->source && strcmp(g->source, "planner") == 0)
-        record(g, &v);
-    /* The caller allocated the workspace the shim reported: from here on the caller's plan cannot run. */
-    int64_t uids[UC_G_MAX_TENSORS], step[UC_G_MAX_TENSORS];
-    void *ptrs[UC_G_MAX_TENSORS], *ws = NULL;
-    int t1 = -1, t2 = -1, t3 = -1;
-    int64_t nu = uc_grec_get(variant_pack, UC_A_VARIANT_PACK_UNIQUE_IDS, &t1, uids, sizeof uids);
-    int64_t np = uc_grec_get(variant_pack, UC_A_VARIANT_PACK_DATA_POINTERS, &t2, ptrs, sizeof ptrs);
-    int64_t nw = uc_grec_get(variant_pack, UC_A_VARIANT_PACK_WORKSPACE, &t3, &ws, sizeof ws);
-    const char *why = NULL;
-    if (nu < 1 || nu != np || nu > UC_G_MAX_TENSORS || t1 != UC_AT_INT64 || t2 != UC_AT_VOID_PTR)
-        why = "its variant pack's uids and pointers were not seen";
-    else if (nw > 1 || (nw == 1 && t3 != UC_AT_VOID_PTR))
-        why = "its variant pack's workspace was not seen";
-    for (int64_t i = 0; !why && i < nu; i++) {
-        const gtensor *t = NULL;
-        for (int j = 0; j < g->ntensors && !t; j++)
-            if (g->t[j].uid == uids[i])
-                t = &g->t[j];
-        if (!t)
-            why = "its variant pack names a tensor outside the graph";
-        else
-            step[i] = uc_gb_split_tensor(g, t) ? t->strides[0] * (int64_t)uc_gb_dtype_bytes(t->dtype) : 0;
-    }
-    if (why) {
-        uc_log(UC_LOG_WARNING, "graph plan %p was given the shim's workspace but %s; the call fails rather than "
-               "run the caller's plan in too little workspace", g->plan, why);
-        *status = (cudnnStatus_t)uc_status(UC_ST_NOT_SUPPORTED);
-        if (slot >= 0) {
-            pthread_mutex_lock(&g->lock);
-            uc_trial_end(&g->trial, slot, NULL, 0);
-            pthread_mutex_unlock(&g->lock);
-        }
-        return 1;
-    }
-    uc_mark mark;
-    int timed = slot >= 0 && uc_mark_start(&mark, handle) == 0;
-    cudnnStatus_t st = 0;
-    int64_t n0 = 0;
-    int parts = 0;
-    uc_guard++;
-    for (; st == 0 && parts < run->nparts; n0 += run->size[parts], parts++)
-        st = run_part(handle, run->plan[parts], n0, (int)nu, uids, ptrs, step, ws);
-    uc_guard--;
-    if (timed)
-        timed = uc_mark_stop(&mark) == 0;
-    if (slot >= 0) {
-        pthread_mutex_lock(&g->lock);
-        uc_trial_end(&g->trial, slot, timed ? &mark : NULL, st == 0);
-        pthread_mutex_unlock(&g->lock);
-    }
-    if (run->nparts > 1)
-        UC_COUNT(graph_micro_batches, parts);
-    if (st != 0)
-        uc_log(UC_LOG_WARNING, "graph plan %p: part %d of %d failed with status %d", g->plan, parts, run->nparts,
-               (int)st);
-    *status = st;
-    return 1;
 }
 
 void uc_gsplit_free(uc_ggraph *g)

@@ -548,10 +548,13 @@ cudnnStatus_t hb_plan_set(hb_bd *d, int name, int type, int64_t count, const voi
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* The configuration first (the real library reports an unfinalized one before a missing handle). */
+/* The configuration first (the real library reports an unfinalized one before a bad handle). No handle at all is
+ * fine: cudnn_frontend >= 1.13 builds plans without one, real cuDNN 9 finalizes them, and the handle comes with
+ * cudnnBackendExecute. A handle set to NULL is refused. */
 cudnnStatus_t hb_plan_finalize(hb_bd *d) {
     if (!d->u.plan.has_cfg) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!d->u.plan.e.g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
+    if (!d->u.plan.has_handle) return CUDNN_STATUS_SUCCESS;
     if (!d->u.plan.handle) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     return hb_handle_ok(d->u.plan.handle) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_BAD_PARAM;
 }

@@ -151,6 +151,10 @@ class Spec(ctypes.Structure):
         ("virtual_dtype", ctypes.c_int),
         ("execute", ctypes.c_int),
         ("repeat", ctypes.c_int),
+        ("order", ctypes.c_int),
+        ("benchmark", ctypes.c_int),
+        ("capacity", I64),
+        ("bench_limit", ctypes.c_int),
     ]
 
 
@@ -167,6 +171,9 @@ class Result(ctypes.Structure):
         ("nnotes", ctypes.c_int),
         ("notes", ctypes.c_int * 8),
         ("model_ms", ctypes.c_double),
+        ("nconfigs", ctypes.c_int),
+        ("nplans", ctypes.c_int),
+        ("ran", ctypes.c_int),
     ]
 
 
@@ -184,6 +191,9 @@ class Outcome:
     cfg_workspace: int
     notes: list[int]
     model_ms: float
+    configs: int = 0  # the real order: configurations the heuristics gave, plans built, the one that ran (-1)
+    plans: int = 0
+    ran: int = -1
 
 
 DTYPE_CODE = {np.dtype(np.float32): FLOAT, np.dtype(np.float64): DOUBLE, np.dtype(np.float16): HALF}
@@ -220,9 +230,16 @@ class Driver:
         repeat: int = 1,
         fused: tuple[npt.NDArray[Any], npt.NDArray[Any], float] | None = None,
         virtual_dtype: int = FLOAT,
+        real_order: bool = False,
+        benchmark: bool = False,
+        capacity: int = -1,
+        bench_limit: int = 10,
     ) -> Outcome:
         """Build op's graph on these arrays (x/dx, w/dw, y/dy: logical NCHW views of any strides) and run it
-        in place. ``fused=(z, bias, z_alpha)`` builds conv + add + bias + relu (forward, y the output)."""
+        in place. ``fused=(z, bias, z_alpha)`` builds conv + add + bias + relu (forward, y the output).
+        ``real_order``: PyTorch 2.11's order (graph_driver.c's run_real) in its ``benchmark`` mode, with a caching
+        allocator whose largest block is ``capacity`` bytes (-1: unlimited); ``engine`` >= 0 then ranks that
+        engine's configurations first."""
         s = Spec()
         s.op, s.dtype, s.nb = op, DTYPE_CODE[x.dtype], x.ndim
         for name, a in (("x", x), ("w", w), ("y", y)):
@@ -234,6 +251,7 @@ class Driver:
         s.mode = 1 if params.cross_correlation else 0
         s.alpha, s.beta = alpha, beta
         s.engine, s.heur_mode, s.heur_rank, s.execute, s.repeat = engine, heur_mode, heur_rank, int(execute), repeat
+        s.order, s.benchmark, s.capacity, s.bench_limit = int(real_order), int(benchmark), capacity, bench_limit
         if fused is not None:
             z, bias, z_alpha = fused
             s.fused, s.z, s.bias, s.z_alpha = 1, z.ctypes.data, bias.ctypes.data, z_alpha
@@ -251,4 +269,7 @@ class Driver:
             r.cfg_workspace,
             list(r.notes[: r.nnotes]),
             r.model_ms,
+            r.nconfigs,
+            r.nplans,
+            r.ran,
         )

@@ -1,7 +1,9 @@
 /*
- * Test driver for the host backend's graph (backend) API: builds and runs convolution graphs through the six
- * cudnnBackend* calls in the order cudnn_frontend (v0.x, as PyTorch uses it) makes them, so the Python tests can
- * check the results against the NumPy reference. Built by tests/host/_graph.py against ucudnn/_lib/libcudnn.so.9.
+ * Test driver for the host backend's graph (backend) API: builds and runs convolution graphs through the
+ * cudnnBackend* calls, so the Python tests can check the results against the NumPy reference. Built by
+ * tests/host/_graph.py against ucudnn/_lib/libcudnn.so.9. Two orders: PyTorch 2.11's real one (gd_spec.order = 1,
+ * run_real: what cudnn_frontend's v0.x builders do inside Conv_v8.cpp, in both benchmark modes), and the friendly
+ * one below, which keeps every descriptor alive until the plan exists.
  *
  * Per graph: tensors (data type, dims, strides, uid, byte alignment, virtual flag, by-value, vector count and
  * dim, finalize), the convolution descriptor, the operation(s) with alpha/beta, the operation graph (handle,
@@ -43,6 +45,13 @@ typedef struct {
     int virtual_dtype;        /* data type of the fused graph's virtual tensors */
     int execute;
     int repeat;               /* executions of the plan (0 or 1: one); model_ms is the last one's */
+    /* order 1: PyTorch 2.11's real order (see run_real): tensors and convolution destroyed once the operation is
+     * built, INSTANT then FALLBACK heuristics, plans without a handle, the workspace read with a NULL count
+     * pointer. order 0: the friendly order above (every descriptor alive until the plan exists). */
+    int order;
+    int benchmark;            /* order 1: PyTorch's benchmark=True (0: benchmark=False) */
+    int64_t capacity;         /* order 1: the simulated caching allocator's largest block (-1: unlimited) */
+    int bench_limit;          /* order 1, benchmark: plans timed at most (torch.backends.cudnn.benchmark_limit) */
 } gd_spec;
 
 typedef struct {
@@ -54,15 +63,28 @@ typedef struct {
     int64_t workspace, cfg_workspace;
     int nnotes, notes[8];
     double model_ms;          /* the model clock's advance over the execution */
+    int nconfigs, nplans;     /* order 1: configurations the heuristics gave, plans that built */
+    int ran;                  /* order 1: the configuration (heuristics order) whose plan ran, -1 none */
 } gd_result;
 
 enum { GD_TENSOR = 1, GD_CONV, GD_OP, GD_GRAPH, GD_HEUR, GD_ENGINE, GD_CFG, GD_NOTES, GD_PLAN, GD_PACK, GD_EXECUTE };
 
 typedef struct {
-    cudnnBackendDescriptor_t made[64];
+    cudnnBackendDescriptor_t made[128];
     int n;
     gd_result *r;
+    int real; /* PyTorch's real order (gd_spec.order) */
 } ctx;
+
+/* Destroy one descriptor of the context now (the real order drops them early). */
+static void drop(ctx *c, cudnnBackendDescriptor_t d) {
+    for (int i = 0; i < c->n; i++)
+        if (c->made[i] == d) {
+            cudnnBackendDestroyDescriptor(d);
+            c->made[i] = c->made[--c->n];
+            return;
+        }
+}
 
 #define CHECK(c, stg, call)                                                                                      \
     do {                                                                                                           \
@@ -170,6 +192,11 @@ static cudnnBackendDescriptor_t pw_op(ctx *c, int mode, int prec, cudnnBackendDe
     if (!p) return NULL;
     CHECK(c, GD_OP, cudnnBackendSetAttribute(p, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
     CHECK(c, GD_OP, cudnnBackendSetAttribute(p, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+    if (mode == CUDNN_POINTWISE_RELU_FWD && c->real) { /* PyTorch's ReLU: NaN propagation, its own enum type */
+        int nan = 0; /* CUDNN_NOT_PROPAGATE_NAN */
+        CHECK(c, GD_OP, cudnnBackendSetAttribute(p, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION,
+                                                 1, &nan));
+    }
     CHECK(c, GD_OP, cudnnBackendFinalize(p));
     cudnnBackendDescriptor_t o = make(c, GD_OP, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     if (!o) return NULL;
@@ -192,7 +219,7 @@ static cudnnBackendDescriptor_t pw_op(ctx *c, int mode, int prec, cudnnBackendDe
 /* The operation graph: one convolution, or the fused conv + add(z) + add(bias) + relu. */
 static cudnnBackendDescriptor_t op_graph(ctx *c, const gd_spec *s, cudnnHandle_t h) {
     cudnnBackendDescriptor_t ops[4];
-    int nops = 1;
+    int nops = 1, first = c->n;
     cudnnBackendDescriptor_t x = tensor(c, UID_X, s->dtype, s->nb, s->xdim, s->xstr, s->x, false);
     cudnnBackendDescriptor_t w = x ? tensor(c, UID_W, s->dtype, s->nb, s->wdim, s->wstr, s->w, false) : NULL;
     cudnnBackendDescriptor_t cd = w ? conv_desc(c, s) : NULL;
@@ -216,6 +243,13 @@ static cudnnBackendDescriptor_t op_graph(ctx *c, const gd_spec *s, cudnnHandle_t
         if (!(ops[2] = pw_op(c, CUDNN_POINTWISE_ADD, vt, av, b, bv, 1.0))) return NULL;
         if (!(ops[3] = pw_op(c, CUDNN_POINTWISE_RELU_FWD, vt, bv, NULL, y, 1.0))) return NULL;
         nops = 4;
+    }
+    /* PyTorch's build_opgraph: the tensor, convolution and pointwise descriptors are locals, gone once the
+     * operations are built (before the graph, the heuristics and any plan). */
+    for (int i = c->n - 1; c->real && i >= first; i--) {
+        int op = 0;
+        for (int k = 0; k < nops; k++) op |= c->made[i] == ops[k];
+        if (!op) drop(c, c->made[i]);
     }
     cudnnBackendDescriptor_t g = make(c, GD_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     if (!g) return NULL;
@@ -340,6 +374,46 @@ static cudnnBackendDescriptor_t plan_of(ctx *c, cudnnHandle_t h, cudnnBackendDes
     return p;
 }
 
+/* One variant pack of the spec's buffers and this workspace, executed: the status. */
+static cudnnStatus_t execute_once(const gd_spec *s, cudnnHandle_t h, cudnnBackendDescriptor_t plan, void *ws,
+                                  cudnnBackendDescriptor_t *keep) {
+    int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_Z, UID_B};
+    void *ptrs[5] = {s->x, s->w, s->y, s->z, s->bias};
+    int64_t n = s->fused ? 5 : 3;
+    cudnnBackendDescriptor_t vp = keep ? *keep : NULL;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (!vp) {
+        st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+        if (st == CUDNN_STATUS_SUCCESS)
+            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+        if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, plan, vp);
+    if (keep && !*keep) *keep = vp;
+    else if (!keep && vp) cudnnBackendDestroyDescriptor(vp);
+    return st;
+}
+
+/* Execute the plan `repeat` times (model_ms: the last one's): 0 or the status. The friendly order reuses one
+ * pack; PyTorch builds a new one for every execution. */
+static int execute_plan(const gd_spec *s, gd_result *r, cudnnHandle_t h, cudnnBackendDescriptor_t plan, int64_t need) {
+    void *ws = need > 0 ? aligned_alloc(64, (size_t)(need + 63) / 64 * 64) : NULL;
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    for (int k = 0; k < (s->repeat > 1 ? s->repeat : 1) && st == CUDNN_STATUS_SUCCESS; k++) {
+        double t0 = ucudnn_host_model_clock_ms();
+        st = execute_once(s, h, plan, ws, s->order ? NULL : &vp);
+        r->model_ms = ucudnn_host_model_clock_ms() - t0;
+    }
+    if (vp) cudnnBackendDestroyDescriptor(vp);
+    free(ws);
+    return (int)st;
+}
+
 static int run(const gd_spec *s, gd_result *r, cudnnHandle_t h) {
     ctx c = {.n = 0, .r = r};
     cudnnBackendDescriptor_t g = op_graph(&c, s, h);
@@ -348,34 +422,130 @@ static int run(const gd_spec *s, gd_result *r, cudnnHandle_t h) {
     destroy_all(&c); /* the plan stands alone, as cudnn_frontend's do */
     if (!plan) return r->status;
     if (s->execute) {
-        void *ws = r->workspace > 0 ? aligned_alloc(64, (size_t)(r->workspace + 63) / 64 * 64) : NULL;
-        int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_Z, UID_B};
-        void *ptrs[5] = {s->x, s->w, s->y, s->z, s->bias};
-        int64_t n = s->fused ? 5 : 3;
-        cudnnBackendDescriptor_t vp = NULL;
-        cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
-        if (st == CUDNN_STATUS_SUCCESS)
-            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-        if (st == CUDNN_STATUS_SUCCESS)
-            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-        if (st == CUDNN_STATUS_SUCCESS)
-            st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-        if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
-        r->stage = GD_PACK;
-        if (st == CUDNN_STATUS_SUCCESS) {
-            for (int k = 0; k < (s->repeat > 1 ? s->repeat : 1) && st == CUDNN_STATUS_SUCCESS; k++) {
-                double t0 = ucudnn_host_model_clock_ms();
-                st = cudnnBackendExecute(h, plan, vp);
-                r->model_ms = ucudnn_host_model_clock_ms() - t0;
-            }
-            r->stage = GD_EXECUTE;
-        }
-        if (st != CUDNN_STATUS_SUCCESS) r->status = (int)st;
-        else r->stage = 0;
-        cudnnBackendDestroyDescriptor(vp);
-        free(ws);
+        int st = execute_plan(s, r, h, plan, r->workspace);
+        r->stage = st ? GD_EXECUTE : 0;
+        r->status = st;
     }
     cudnnBackendDestroyDescriptor(plan);
+    return r->status;
+}
+
+/* ---- PyTorch 2.11's real order (Conv_v8.cpp over cudnn_frontend's v0.x builders) ---- */
+
+/* The heuristics' configurations, INSTANT then FALLBACK: a count query, then that many caller-created
+ * configurations filled. A spec engine >= 0 moves that engine's configurations first (as a device's
+ * heuristics might rank it). Returns how many (at most cap). */
+static int configs_of(ctx *c, const gd_spec *s, cudnnBackendDescriptor_t g, cudnnBackendDescriptor_t *cfgs, int cap) {
+    int n = 0;
+    int modes[2] = {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_FALLBACK};
+    for (int m = 0; m < 2; m++) {
+        cudnnBackendDescriptor_t heur = make(c, GD_HEUR, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        int64_t count = 0, got = 0;
+        if (!heur ||
+            cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) ||
+            cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]) ||
+            cudnnBackendFinalize(heur) ||
+            cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL))
+            continue;
+        if (count > cap - n) count = cap - n;
+        for (int64_t i = 0; i < count; i++) cfgs[n + i] = make(c, GD_HEUR, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                     cfgs + n) == CUDNN_STATUS_SUCCESS)
+            n += (int)got;
+        drop(c, heur);
+    }
+    for (int i = 0, front = 0; s->engine >= 0 && i < n; i++) {
+        cudnnBackendDescriptor_t e = NULL;
+        int64_t k = 0, index = -1;
+        if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e)) continue;
+        if (!cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k, &e))
+            cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &k, &index);
+        cudnnBackendDestroyDescriptor(e);
+        if (index == s->engine) {
+            cudnnBackendDescriptor_t moved = cfgs[i];
+            for (int j = i; j > front; j--) cfgs[j] = cfgs[j - 1];
+            cfgs[front++] = moved;
+        }
+    }
+    return n;
+}
+
+/* A plan as the frontend >= 1.13 builds it: no handle; its workspace read once with a NULL count pointer. */
+static cudnnBackendDescriptor_t real_plan(cudnnBackendDescriptor_t cfg, int64_t *ws) {
+    cudnnBackendDescriptor_t p = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p)) return NULL;
+    if (cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) ||
+        cudnnBackendFinalize(p) ||
+        cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, NULL, ws)) {
+        cudnnBackendDestroyDescriptor(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Bytes the op's output buffer spans (what benchmark mode saves and restores around its timing runs). */
+static size_t out_bytes(const gd_spec *s, void **out) {
+    const int64_t *dim = s->op == 0 ? s->ydim : s->op == 1 ? s->xdim : s->wdim;
+    const int64_t *str = s->op == 0 ? s->ystr : s->op == 1 ? s->xstr : s->wstr;
+    *out = s->op == 0 ? s->y : s->op == 1 ? s->x : s->w;
+    int64_t span = 1;
+    for (int d = 0; d < s->nb; d++) span += (dim[d] - 1) * str[d];
+    return (size_t)span * (s->dtype == CUDNN_DATA_DOUBLE ? 8 : s->dtype == CUDNN_DATA_FLOAT ? 4 : 2);
+}
+
+static int fits(const gd_spec *s, int64_t ws) { return s->capacity < 0 || ws <= s->capacity; }
+
+/* benchmark=True: every plan built while the graph is alive; those that fit timed (at most bench_limit, the
+ * model clock), the fastest kept; the output restored, then the kept plan runs. */
+static int pick_benchmarked(const gd_spec *s, gd_result *r, cudnnHandle_t h, cudnnBackendDescriptor_t *plans,
+                            const int64_t *ws, int n) {
+    void *out = NULL;
+    size_t bytes = out_bytes(s, &out);
+    void *saved = malloc(bytes);
+    if (!saved) return -1;
+    memcpy(saved, out, bytes);
+    int best = -1, timed = 0;
+    double best_ms = 0;
+    gd_spec once = *s;
+    once.repeat = 1;
+    for (int i = 0; i < n && timed < (s->bench_limit > 0 ? s->bench_limit : 10); i++) {
+        if (!plans[i] || !fits(s, ws[i])) continue;
+        timed++;
+        if (execute_plan(&once, r, h, plans[i], ws[i]) == 0 && (best < 0 || r->model_ms < best_ms))
+            best = i, best_ms = r->model_ms;
+        memcpy(out, saved, bytes);
+    }
+    free(saved);
+    return best;
+}
+
+static int run_real(const gd_spec *s, gd_result *r, cudnnHandle_t h) {
+    ctx c = {.n = 0, .r = r, .real = 1};
+    cudnnBackendDescriptor_t g = op_graph(&c, s, h), cfgs[32], plans[32] = {0};
+    int64_t ws[32] = {0};
+    int n = g ? configs_of(&c, s, g, cfgs, 32) : 0;
+    r->nconfigs = n;
+    r->ran = -1;
+    for (int i = 0; s->benchmark && i < n; i++)
+        if ((plans[i] = real_plan(cfgs[i], &ws[i]))) r->nplans++;
+    /* The graph and its operations go: get_configs_from_heuristics returns the configurations alone. */
+    for (int i = c.n - 1; i >= 0; i--) {
+        int cfg = 0;
+        for (int k = 0; k < n; k++) cfg |= c.made[i] == cfgs[k];
+        if (!cfg) drop(&c, c.made[i]);
+    }
+    int chosen = s->benchmark ? pick_benchmarked(s, r, h, plans, ws, n) : -1;
+    for (int i = 0; !s->benchmark && i < n && r->ran < 0; i++) {
+        if (!(plans[i] = real_plan(cfgs[i], &ws[i]))) continue;
+        r->nplans++;
+        if (fits(s, ws[i]) && (!s->execute || execute_plan(s, r, h, plans[i], ws[i]) == 0)) r->ran = i;
+    }
+    if (chosen >= 0 && (!s->execute || execute_plan(s, r, h, plans[chosen], ws[chosen]) == 0)) r->ran = chosen;
+    if (r->ran >= 0) r->workspace = ws[r->ran];
+    for (int i = 0; i < n; i++)
+        if (plans[i]) cudnnBackendDestroyDescriptor(plans[i]);
+    destroy_all(&c);
+    if (r->ran < 0 && !r->status) r->status = CUDNN_STATUS_NOT_SUPPORTED, r->stage = GD_PLAN;
     return r->status;
 }
 
@@ -385,7 +555,8 @@ DRV_EXPORT int gd_run(const gd_spec *s, gd_result *r) {
     cudnnHandle_t h = NULL;
     cudnnStatus_t st = cudnnCreate(&h);
     if (st != CUDNN_STATUS_SUCCESS) return r->status = (int)st;
-    run(s, r, h);
+    if (s->order) run_real(s, r, h);
+    else run(s, r, h);
     cudnnDestroy(h);
     return r->status;
 }

@@ -5,7 +5,8 @@ library, the shim's counters (report.json).
 
 Usage: graph_host.py HOST_LIBCUDNN SPEC_JSON OUT_DIR, SPEC_JSON keys: op (0 fwd, 1 dgrad, 2 wgrad), n, c, k,
 size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)), repeat (executions of the plan;
-model_ms is the last one's, on the host backend's model clock), no_planner (register a planner that always fails,
+model_ms is the last one's, on the host backend's model clock), real_order / benchmark / capacity (PyTorch 2.11's
+order in either benchmark mode, see graph_driver.c's run_real), no_planner (register a planner that always fails,
 so the shim's fallback decides, as in a C host without its embedded planner).
 """
 
@@ -47,10 +48,13 @@ def main() -> int:
     outcome = driver.run(
         spec["op"], x, w, y, params, engine=spec.get("engine", -1), alpha=spec.get("alpha", 1.0),
         beta=spec.get("beta", 0.0), fused=fused, repeat=spec.get("repeat", 1),
+        real_order=spec.get("real_order", False), benchmark=spec.get("benchmark", False),
+        capacity=spec.get("capacity", -1),
     )  # fmt: skip
     np.save(out / "out.npy", (y, x, w)[spec["op"]])
     report: dict[str, object] = {
         "status": outcome.status, "stage": outcome.stage, "workspace": outcome.workspace, "model_ms": outcome.model_ms,
+        "configs": outcome.configs, "plans": outcome.plans, "ran": outcome.ran,
     }  # fmt: skip
     if os.environ.get("LD_PRELOAD"):
         stats = ctypes.CDLL(None).ucudnn_stats_json

@@ -33,11 +33,12 @@ def _tool(name: str) -> str:
 def test_hook_list_is_the_declared_one() -> None:
     build = _preload_build()
     hooks = build.hook_names()
-    # 4 executions, 12 queries (workspace sizes, Get*_v7, Find*, Find*Ex), 6 graph-API calls.
-    assert len(hooks) == 22
+    # 4 executions, 12 queries (workspace sizes, Get*_v7, Find*, Find*Ex), 7 graph-API calls.
+    assert len(hooks) == 23
     for name in (
         "cudnnBackendExecute",
         "cudnnBackendSetAttribute",
+        "cudnnBackendInitialize",
         "cudnnConvolutionForward",
         "cudnnConvolutionBiasActivationForward",
         "cudnnFindConvolutionBackwardFilterAlgorithmEx",
