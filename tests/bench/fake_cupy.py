@@ -122,6 +122,35 @@ class _Device:
         pass
 
 
+class RawKernel:
+    """A kernel from source: compiles when the source reads the GPU's clock (the benchmark's gate); launches are
+    recorded in ``launches`` (the gate's duration in ns, its first argument) and do nothing else."""
+
+    launches: list[int] = []  # noqa: RUF012 -- one record for the process, read by tests
+    fail_compile = False
+
+    def __init__(self, code: str, name: str) -> None:
+        self.code, self.name = code, name
+
+    def compile(self) -> None:
+        if RawKernel.fail_compile or "globaltimer" not in self.code or self.name not in self.code:
+            raise RuntimeError("fake NVRTC: cannot compile")
+
+    def __call__(self, grid: Any, block: Any, args: Any, stream: Any = None) -> None:
+        RawKernel.launches.append(int(args[0]))
+
+
+class _RandomState:
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def standard_normal(self, size: Any, dtype: Any = None) -> ndarray:
+        return _device(self._rng.standard_normal(size, dtype=dtype or np.float64))
+
+
+random = types.SimpleNamespace(RandomState=_RandomState)
+
+
 def _elapsed_ms(start: _Event, end: _Event) -> float:
     return (end.t - start.t) * 1e3
 

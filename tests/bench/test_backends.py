@@ -88,7 +88,7 @@ def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out_json.read_text())
     assert doc["meta"]["backend"] == "cuda" and doc["meta"]["calls_per_sample"] == "auto"
-    assert doc["meta"]["device"].startswith("fake GPU")
+    assert doc["meta"]["device"].startswith("fake GPU") and doc["meta"]["timing"] == "cuda-events-gated"
     rows = doc["rows"]
     assert len(rows) == 4 and all(row["status"] == "ok" for row in rows), rows
     for row in rows:
@@ -106,3 +106,61 @@ def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
     doc = json.loads(out_json.read_text())
     assert doc["meta"]["sample_ms"] == 0.02
     assert all(row["status"] == "ok" and 2 <= row["calls_per_sample"] <= 4 for row in doc["rows"]), doc["rows"]
+
+
+class _Clock:
+    """The host's clock as ``sample`` reads it: each call of the sampled function advances it by ``call_s``."""
+
+    def __init__(self, call_s: float) -> None:
+        self.now, self.call_s = 0.0, call_s
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def call(self) -> None:
+        self.now += self.call_s
+
+
+def _gated_backend(monkeypatch: pytest.MonkeyPatch, clock: _Clock) -> Backend:
+    from ucudnn.bench import backends
+
+    monkeypatch.setattr(backends.time, "perf_counter", clock.perf_counter)
+    b = cuda_backend()
+    b._start, b._end = fake_cupy.cuda.Event(), fake_cupy.cuda.Event()  # type: ignore[attr-defined]
+    b._host_us = 200.0  # type: ignore[attr-defined]
+    b._gate = fake_cupy.RawKernel(backends._GATE_SOURCE, "ucudnn_bench_gate")  # type: ignore[attr-defined]
+    fake_cupy.RawKernel.launches.clear()
+    return b
+
+
+def test_a_gpu_sample_queues_its_calls_behind_a_gate_longer_than_their_issue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample launches the gate first, sized from the host's last issue time per call (twice it, times the
+    calls, plus 0.2 ms), so the calls queue up and the events time the GPU running them back to back."""
+    clock = _Clock(call_s=50e-6)  # the host spends 50 us issuing each call
+    b = _gated_backend(monkeypatch, clock)
+    first = b.sample(clock.call, 10)
+    second = b.sample(clock.call, 10)
+    assert first.host_us_per_call == pytest.approx(50.0) and second.host_us_per_call == pytest.approx(50.0)
+    # First gate from the initial guess (200 us a call), then from what was measured (50 us a call).
+    assert fake_cupy.RawKernel.launches == [200_000 + 2 * 200_000 * 10, 200_000 + 2 * 50_000 * 10]
+
+
+def test_a_sample_issued_slower_than_its_gate_is_taken_again_behind_a_longer_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock(call_s=2e-3)  # 2 ms a call: 20 ms for the sample, past the first gate's 4.2 ms
+    b = _gated_backend(monkeypatch, clock)
+    b.sample(clock.call, 10)
+    assert fake_cupy.RawKernel.launches == [4_200_000, 200_000 + 2 * 2_000_000 * 10]
+
+
+def test_without_a_compiler_for_the_gate_samples_are_taken_ungated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ucudnn.bench import backends
+
+    monkeypatch.setattr(fake_cupy.RawKernel, "fail_compile", True)
+    assert backends._compile_gate(fake_cupy) is None
+    clock = _Clock(call_s=50e-6)
+    b = _gated_backend(monkeypatch, clock)
+    b._gate = None  # type: ignore[attr-defined]
+    sample = b.sample(clock.call, 4)
+    assert fake_cupy.RawKernel.launches == [] and sample.host_us_per_call == pytest.approx(50.0)
