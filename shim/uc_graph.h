@@ -305,6 +305,9 @@ int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);
 int uc_gb_has_beta(const uc_ggraph *g);
+/* Every convolution of the graph overwrites its output (beta absent or 0): its result does not depend on what
+ * the output held before. */
+int uc_gb_overwrites(const uc_ggraph *g);
 int uc_gb_wide_filter(const uc_ggraph *g); /* a weight gradient's dw is 32 or 64 bits wide */
 size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t spans at b; 0 unknown */
 

@@ -322,6 +322,35 @@ int uc_gb_has_beta(const uc_ggraph *g)
     return 0;
 }
 
+int uc_gb_overwrites(const uc_ggraph *g)
+{
+    static const int beta_of[][2] = {{UC_BK_OP_CONV_FWD, UC_A_OP_FWD_ALPHA + 1},
+                                     {UC_BK_OP_CONV_BWD_DATA, UC_A_OP_BWD_DATA_ALPHA + 1},
+                                     {UC_BK_OP_CONV_BWD_FILTER, UC_A_OP_BWD_FILTER_ALPHA + 1}};
+    for (int i = 0; i < g->nnodes; i++) {
+        for (size_t k = 0; k < sizeof beta_of / sizeof beta_of[0]; k++) {
+            if (g->nodes[i]->type != beta_of[k][0])
+                continue;
+            const uc_gattr *a = uc_gval_attr(g->nodes[i], beta_of[k][1]);
+            if (!a) /* cuDNN's default beta is 0 */
+                continue;
+            if (a->count != 1 || !a->data)
+                return 0;
+            double beta = 1.0;
+            if (a->type == UC_AT_FLOAT) {
+                float f;
+                memcpy(&f, a->data, sizeof f);
+                beta = f;
+            } else if (a->type == UC_AT_DOUBLE) {
+                memcpy(&beta, a->data, sizeof beta);
+            }
+            if (beta != 0.0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 int64_t uc_gb_engine_count(const uc_ggraph *g)
 {
     made_list m = {.n = 0};

@@ -11,9 +11,13 @@
  * kind passed as the pack crashes cuDNN 9.19; the shim answers BAD_PARAM.)
  *
  * The check of a divided plan against the undivided choice (uc_trial) times the two on the first executions. A
- * caller whose engine is nondeterministic accepts either result, so those executions alternate; a deterministic
- * one always gets the plan's result on its data, and the undivided choice is timed beside it into scratch
- * outputs, so no execution of its hands it the other engine's rounding.
+ * caller whose engine is nondeterministic accepts either result, so those executions alternate. A deterministic
+ * one always gets the plan's result during the check: on the undivided choice's turns that choice runs first, on
+ * the caller's own data, timed, and the plan then overwrites what it wrote -- no scratch memory (which under
+ * memory pressure would not be there, leaving the rival untimed and the plan kept unchecked) and no host
+ * synchronisation. That takes a graph whose second run gives what one run gives: convolutions with beta 0 and no
+ * output that is also an input. For any other graph a deterministic caller's check ends at once in favour of the
+ * undivided choice (one change of engine, never an unchecked plan).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -101,32 +105,6 @@ static int written(const uc_ggraph *g, int64_t uid)
     return 0;
 }
 
-/* The pack with every tensor the graph writes moved into scratch memory (freed with free_scratch): 0, or -1. */
-static int scratch_pack(const uc_ggraph *g, const bound_pack *b, bound_pack *out, void **bufs)
-{
-    *out = *b;
-    for (int i = 0; i < b->n; i++) {
-        bufs[i] = NULL;
-        const gtensor *t = NULL;
-        for (int j = 0; j < g->ntensors && !t; j++)
-            t = g->t[j].uid == b->uid[i] ? &g->t[j] : NULL;
-        if (!t || !written(g, t->uid))
-            continue;
-        size_t bytes = uc_gb_extent(g, t, g->n);
-        bufs[i] = bytes ? uc_scratch_alloc(bytes) : NULL;
-        if (!bufs[i])
-            return -1;
-        out->ptr[i] = bufs[i];
-    }
-    return 0;
-}
-
-static void free_scratch(void **bufs, int n)
-{
-    for (int i = 0; i < n; i++)
-        uc_scratch_free(bufs[i]);
-}
-
 typedef struct {
     int done, kept, samples;
     double main_ms, alt_ms;
@@ -178,23 +156,29 @@ static void record(const uc_ggraph *g, const verdict *v)
     free(mbs);
 }
 
-/* A timed execution of the undivided choice beside a deterministic caller's plan: into scratch outputs. */
-static cudnnStatus_t timed_aside(const uc_ggraph *g, cudnnHandle_t handle, const bound_pack *b, uc_mark *mark,
-                                 int *timed)
+/* Whether running the graph twice on this pack leaves what one run leaves (see the file comment). */
+static int rerunnable(const uc_ggraph *g, const bound_pack *b)
 {
-    bound_pack aside;
-    void *bufs[UC_G_MAX_TENSORS];
-    int parts = 0;
-    cudnnStatus_t st = 0;
-    *timed = 0;
-    if (scratch_pack(g, b, &aside, bufs) == 0) {
-        *timed = uc_mark_start(mark, handle) == 0;
-        st = run_parts(handle, &g->alt, &aside, &parts);
-        if (*timed)
-            *timed = uc_mark_stop(mark) == 0;
-    }
-    free_scratch(bufs, b->n);
-    return st;
+    if (!uc_gb_overwrites(g))
+        return 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; written(g, b->uid[i]) && j < b->n; j++)
+            if (!written(g, b->uid[j]) && b->ptr[j] == b->ptr[i])
+                return 0;
+    return 1;
+}
+
+/* A deterministic caller's check cannot time the undivided choice: it ends now, for that choice. Under g->lock. */
+static void end_check_undivided(uc_ggraph *g, int slot)
+{
+    uc_trial_end(&g->trial, slot, NULL, 0);
+    g->trial_on = 0;
+    g->use_alt = 1;
+    UC_COUNT(graph_verified, 1);
+    UC_COUNT(graph_rejected_by_measurement, 1);
+    uc_log(UC_LOG_INFO, "graph plan %p: a deterministic caller's graph cannot run twice on its data (beta != 0 or an "
+           "output that is also an input), so the divided plan cannot be checked: the undivided engine from now on",
+           g->plan);
 }
 
 int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
@@ -219,18 +203,28 @@ int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cu
     pthread_mutex_lock(&g->lock);
     /* During a CUDA-graph capture the check waits (no events recorded or queried); the current choice runs. */
     int slot = !capturing ? choose(g, &use_alt, &v) : (use_alt = g->use_alt, -1);
+    /* A deterministic caller's results always come from the plan: its undivided rival runs first, then the plan. */
+    int first = slot >= 0 && use_alt && !(g->notes & (1 << 4));
+    if (first && !rerunnable(g, &b)) {
+        end_check_undivided(g, slot);
+        slot = -1;
+        first = 0;
+    }
     pthread_mutex_unlock(&g->lock);
     if (v.done && g->source && strcmp(g->source, "planner") == 0)
         record(g, &v);
-    /* A deterministic caller's results always come from the plan; its undivided rival runs aside. */
-    int aside = slot >= 0 && use_alt && !(g->notes & (1 << 4));
-    const uc_gparts *run = use_alt && !aside ? &g->alt : &g->main; /* immutable once decided */
+    const uc_gparts *run = use_alt && !first ? &g->alt : &g->main; /* immutable once decided */
     uc_mark mark;
-    int timed = slot >= 0 && !aside && uc_mark_start(&mark, handle) == 0, parts = 0;
-    cudnnStatus_t rst = run_parts(handle, run, &b, &parts);
-    if (timed)
+    int timed = slot >= 0 && uc_mark_start(&mark, handle) == 0, parts = 0;
+    cudnnStatus_t ast = first ? run_parts(handle, &g->alt, &b, &parts) : 0;
+    if (first && timed)
         timed = uc_mark_stop(&mark) == 0;
-    cudnnStatus_t ast = aside && rst == 0 ? timed_aside(g, handle, &b, &mark, &timed) : rst;
+    cudnnStatus_t rst = run_parts(handle, run, &b, &parts);
+    if (!first) {
+        if (timed)
+            timed = uc_mark_stop(&mark) == 0;
+        ast = rst;
+    }
     if (slot >= 0) {
         pthread_mutex_lock(&g->lock);
         uc_trial_end(&g->trial, slot, timed ? &mark : NULL, ast == 0);

@@ -175,6 +175,23 @@ def test_the_split_is_checked_against_the_undivided_engine_on_real_executions(
     assert checked["workspace"] <= int(limit["UCUDNN_DEFAULT_WORKSPACE_LIMIT"])
 
 
+def test_a_deterministic_callers_graph_that_cannot_run_twice_ends_its_check_undivided(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """A deterministic caller's check runs the undivided rival first on the caller's data and the plan over it;
+    with beta = 1 the graph accumulates into y, so a second run would add twice: the check ends at the rival's
+    first turn for the undivided engine, after one execution of the plan, and y holds exactly what ten
+    undivided accumulations give."""
+    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "repeat": 10, "beta": 1.0}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    limit = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(plain["workspace"] // 3), "UCUDNN_VERIFY_SAMPLES": "3"}
+    got, checked = run(host_lib, preload_lib, tmp_path, spec, limit)
+    close(got, expected)
+    stats = checked["stats"]
+    assert stats["graph_verified"] == 1 and stats["graph_rejected_by_measurement"] == 1, stats
+    assert stats["graph_micro_batches"] == 4, stats  # the plan's one execution (parts of 2), then undivided
+
+
 # ---- the planner's path: the graph is a kernel like a legacy one ----
 
 BIG = {"c": 32, "k": 32, "size": 16, "n": 16, "engine": -1, "repeat": 3}
