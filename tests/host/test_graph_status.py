@@ -8,11 +8,9 @@ crashes (NULL out pointers), with the statuses the host backend chose (see hb_gr
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 from ucudnn import cudnn as C
 from ucudnn import testing as T
@@ -22,13 +20,6 @@ from ._graph import P, i64s
 
 BAD, NULLPTR, MISALIGNED, NOT_FINALIZED, NOT_INIT = 2000, 2002, 2003, 2004, 1001
 NS = 3000
-
-
-@pytest.fixture
-def b(host_lib_path: str) -> Iterator[G.Backend]:
-    backend = G.Backend(ctypes.CDLL(host_lib_path))
-    yield backend
-    backend.destroy_all()
 
 
 def fwd_graph(b: G.Backend, handle: C.Handle, w_strides: list[int] | None = None) -> P:
