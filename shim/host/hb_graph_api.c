@@ -267,6 +267,7 @@ static void init_defaults(hb_bd *d) {
         d->u.pw.axis = -1;
         break;
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR: d->u.engine.index = -1; break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: d->u.heur.mode = CUDNN_HEUR_MODES_COUNT; break;
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: d->u.vp.nuids = d->u.vp.nptrs = -1; break;
     default:
         if (is_op_type(d->type)) d->u.op.kind = d->type;

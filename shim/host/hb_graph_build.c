@@ -428,7 +428,6 @@ cudnnStatus_t hb_heur_set(hb_bd *d, int name, int type, int64_t count, const voi
         take_graph(elems, &d->u.heur.has_graph, &d->u.heur.g);
     } else if (name == CUDNN_ATTR_ENGINEHEUR_MODE) {
         d->u.heur.mode = hb_elem_enum(elems);
-        d->u.heur.has_mode = 1;
     }
     return CUDNN_STATUS_SUCCESS; /* SM_COUNT_TARGET: accepted and ignored */
 }
@@ -465,15 +464,16 @@ static int fallback_list(ranked *r, int n) {
 
 static int cmp_index(const void *pa, const void *pb) { return ((const ranked *)pa)->index - ((const ranked *)pb)->index; }
 
+/* As the real library: no graph is BAD_PARAM; a mode left unset (it reads back as HEUR_MODES_COUNT) or out of
+ * range finalizes with no results. */
 cudnnStatus_t hb_heur_finalize(hb_bd *d) {
-    if (!d->u.heur.has_graph) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    if (!d->u.heur.has_graph) return CUDNN_STATUS_BAD_PARAM;
     hb_graph *g = d->u.heur.g;
     if (!g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-    if (!d->u.heur.has_mode || d->u.heur.mode < 0 || d->u.heur.mode >= CUDNN_HEUR_MODES_COUNT)
-        return CUDNN_STATUS_BAD_PARAM;
+    int known = d->u.heur.mode >= 0 && d->u.heur.mode < CUDNN_HEUR_MODES_COUNT;
     ranked r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
-    for (int i = 0; g->supported && i < hb_algo_enum_count(g->op); i++) {
+    for (int i = 0; known && g->supported && i < hb_algo_enum_count(g->op); i++) {
         hb_gengine e;
         if (resolve(g, i, &e) != CUDNN_STATUS_SUCCESS) continue;
         r[n++] = (ranked){i, hb_model_time_ms(e.algo, &g->prob), e.ws, e.algo_ws};

@@ -124,14 +124,18 @@ def test_heuristics_and_configuration_errors(b: G.Backend, handle: C.Handle) -> 
     g = fwd_graph(b, handle)
     h = b.create(G.ENGINEHEUR)
     assert b.set_desc(h, G.A_HEUR_GRAPH, g) == 0
-    assert b.finalize(h) == BAD  # no mode
+    assert b.finalize(h) == 0  # no mode: as on the real library, no results and the mode reads as MODES_COUNT
+    assert b.get(h, G.A_HEUR_RESULTS, G.T_DESC, 0, None) == (0, 0)
+    mode = ctypes.c_int(-1)
+    assert b.get(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(mode)) == (0, 1) and mode.value == 4
     h = b.create(G.ENGINEHEUR)
     assert b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_A))) == 0
-    assert b.finalize(h) == NULLPTR  # no graph
+    assert b.finalize(h) == BAD  # no graph
     h = b.create(G.ENGINEHEUR)
     assert b.set_desc(h, G.A_HEUR_GRAPH, g) == 0
     assert b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(7))) == 0
-    assert b.finalize(h) == BAD  # no such mode
+    assert b.finalize(h) == 0  # no such mode: no results
+    assert b.get(h, G.A_HEUR_RESULTS, G.T_DESC, 0, None) == (0, 0)
     cfg = b.create(G.ENGINECFG)
     assert b.finalize(cfg) == NULLPTR
     e, _ = b.engine(g, 0)
