@@ -105,6 +105,35 @@ Buffer read_file(const std::string &path, size_t expect_bytes) {
     return b;
 }
 
+namespace {
+
+double half_to_double(uint16_t h) {
+    int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    double magnitude = exponent == 0    ? std::ldexp(mantissa, -24)
+                       : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                        : std::ldexp(mantissa + 1024, exponent - 25);
+    return (h & 0x8000) ? -magnitude : magnitude;
+}
+
+}  // namespace
+
+std::string checksum(const Buffer &b, size_t elem) {
+    double sum = 0, abs_sum = 0;
+    for (size_t i = 0; i < b.size() / elem; i++) {
+        double v;
+        if (elem == 2) {
+            v = half_to_double(static_cast<const uint16_t *>(b.get())[i]);
+        } else {
+            float f;
+            std::memcpy(&f, static_cast<const char *>(b.get()) + i * elem, sizeof f);
+            v = f;
+        }
+        sum += v;
+        abs_sum += std::fabs(v);
+    }
+    return Json().field("sum", sum).field("abs_sum", abs_sum).str();
+}
+
 void write_file(const std::string &path, const Buffer &b) {
     FILE *f = std::fopen(path.c_str(), "wb");
     if (!f) throw std::runtime_error("cannot create " + path);

@@ -62,6 +62,8 @@ class Buffer {
 };
 
 Buffer read_file(const std::string &path, size_t expect_bytes);
+// {"sum": ..., "abs_sum": ...} of a buffer of float32 (elem 4) or float16 (elem 2) values, in double.
+std::string checksum(const Buffer &b, size_t elem);
 void write_file(const std::string &path, const Buffer &b);
 
 struct OutOfMemory : std::runtime_error {

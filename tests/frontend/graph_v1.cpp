@@ -93,7 +93,9 @@ int run(int argc, char **argv) {
             check(g.execute(handle, pack, block.get()), "execute");
         }
         out.field("status", "ok");
-        rc::write_file(dir + "/out.bin", p.output_role() == 'x' ? x : p.output_role() == 'w' ? w : y);
+        const rc::Buffer &result = p.output_role() == 'x' ? x : p.output_role() == 'w' ? w : y;
+        out.raw("checksum", rc::checksum(result, p.elem));
+        rc::write_file(dir + "/out.bin", result);
     } catch (Failure &e) {
         out.field("status", "error").field("error", e.what());
     } catch (rc::OutOfMemory &e) {

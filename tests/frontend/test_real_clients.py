@@ -47,6 +47,9 @@ def check_output(run: Run, p: Problem, inputs: Inputs) -> None:
     assert run.report["status"] == "ok", run.report
     assert run.output is not None
     assert np.all(np.isfinite(run.output)), "the op left part of its output unwritten"
+    as64 = run.output.astype(np.float64)
+    checksum = run.report["checksum"]  # the program's own account of what it wrote
+    assert np.isclose(checksum["sum"], as64.sum()) and np.isclose(checksum["abs_sum"], np.abs(as64).sum())
     T.assert_close(run.output, inputs.reference(p), p.np_dtype, f"{p.op} {p.dtype}")
 
 

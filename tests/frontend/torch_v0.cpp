@@ -16,7 +16,8 @@
 // Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D --z-alpha A] --data DIR --capacity BYTES
 //                 [--benchmark 0|1 --benchmark-limit L --calls K --deterministic 0|1]
-// Prints one JSON object; exit status 0 when the op ran, 1 when no engine ran it, 2 on bad usage.
+// Prints one JSON object (the configs tried, engine, workspace, times, the output's checksum);
+// exit status 0 when the op ran, 1 when no engine ran it, 2 on bad usage.
 #include <cudnn_frontend.h>
 #include <cudnn_frontend_find_plan.h>
 #include <cudnn_frontend_get_plan.h>
@@ -343,7 +344,9 @@ int run(int argc, char **argv) {
     if (plan) {
         out.field("status", "ok").field("engine", plan->getTag()).field("workspace", plan->getWorkspaceSize());
         char role = s.p.output_role();
-        rc::write_file(dir + "/out.bin", role == 'x' ? s.data.x : role == 'w' ? s.data.w : s.data.y);
+        const rc::Buffer &result = role == 'x' ? s.data.x : role == 'w' ? s.data.w : s.data.y;
+        out.raw("checksum", rc::checksum(result, s.p.elem));
+        rc::write_file(dir + "/out.bin", result);
     } else {
         out.field("status", "error").field("error", error);
     }
