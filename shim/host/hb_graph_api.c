@@ -2,11 +2,12 @@
  * Host backend: the exported cudnnBackend* calls (see hb_graph.h). This file owns the descriptor life cycle
  * and the checks every Set/Get shares, driven by one table of attributes per descriptor type.
  *
- * Statuses are the real cuDNN 9 library's, measured on libcudnn.so.9 9.28 without a GPU (a stub libcuda lets
- * it finalize) by tests/host/test_graph_realcudnn.py, including its per-attribute quirks (a wrong attribute type
- * is BAD_PARAM_ATTRIBUTE_TYPE for tensor and convolution attributes but BAD_PARAM for operation attributes,
- * NOT_SUPPORTED for variant-pack ones; a tensor's byte alignment and every pointwise attribute cannot be read
- * back). Where the real library crashes (NULL out pointers, a NULL descriptor to Finalize), we answer
+ * Statuses are the real cuDNN 9 library's, measured on libcudnn.so.9 9.28 without a GPU (stand-in libcuda and
+ * libcublasLt let it finalize; tests/realcudnn/test_status_parity.py compares the two libraries), including its
+ * per-attribute quirks (a wrong attribute type is BAD_PARAM_ATTRIBUTE_TYPE for tensor and convolution attributes
+ * but BAD_PARAM for operation attributes, NOT_SUPPORTED for variant-pack ones; a tensor's byte alignment and
+ * every pointwise attribute cannot be read back). Where the real library crashes (NULL out pointers, a NULL
+ * descriptor to Finalize, an engine configuration finalized without an engine), we answer
  * BAD_PARAM_NULL_POINTER, as it does for a NULL descriptor to Set and Destroy.
  *
  * Order of the Set checks: descriptor (NULL: BAD_PARAM_NULL_POINTER), finalized (BAD_PARAM), attribute known

@@ -462,7 +462,9 @@ static int fallback_list(ranked *r, int n) {
     return kept;
 }
 
-static int cmp_index(const void *pa, const void *pb) { return ((const ranked *)pa)->index - ((const ranked *)pb)->index; }
+static int cmp_index(const void *pa, const void *pb) {
+    return ((const ranked *)pa)->index - ((const ranked *)pb)->index;
+}
 
 /* As the real library: no graph is BAD_PARAM; a mode left unset (it reads back as HEUR_MODES_COUNT) or out of
  * range finalizes with no results. */

@@ -1,8 +1,9 @@
 """Host backend graph API: statuses of bad input, execution and the descriptor life cycle, through raw ctypes calls.
 
-What the real library also answers without a GPU is compared with it in test_graph_realcudnn.py; these are the
-calls it cannot answer there (anything that needs a handle: plans, heuristics, execution) and the cases where it
-crashes (NULL out pointers), with the statuses the host backend chose (see hb_graph_api.c, hb_graph_exec.c).
+What the real library also answers without a GPU is compared with it in tests/realcudnn/test_status_parity.py;
+these are the calls it cannot answer there (anything that needs a device: engine configurations, plans,
+execution) and the cases where it crashes (NULL out pointers, an empty engine configuration), with the statuses
+the host backend chose (see hb_graph_api.c, hb_graph_exec.c).
 """
 
 from __future__ import annotations
