@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,29 @@ HB_EXPORT const char *cudnnGetErrorString(cudnnStatus_t status) {
     for (size_t i = 0; i < sizeof status_names / sizeof status_names[0]; i++)
         if (status_names[i].code == (int)status) return status_names[i].name;
     return "CUDNN_UNKNOWN_STATUS";
+}
+
+/* As measured on the real library: per thread, the latest failure wins, a success leaves the message, reading it
+ * clears it, and a short buffer gets a NUL-terminated prefix. */
+static _Thread_local char last_error[256];
+
+cudnnStatus_t hb_note(cudnnStatus_t status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof last_error - 2)
+        snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", cudnnGetErrorString(status));
+    return status;
+}
+
+HB_EXPORT void cudnnGetLastErrorString(char *message, size_t max_size) {
+    if (!message || !max_size) return;
+    size_t n = strlen(last_error);
+    if (n > max_size - 1) n = max_size - 1;
+    memcpy(message, last_error, n);
+    message[n] = '\0';
+    last_error[0] = '\0';
 }
 
 HB_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {

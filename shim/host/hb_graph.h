@@ -127,7 +127,7 @@ typedef struct hb_bd {
         struct {
             int has_graph;             /* set: g is the graph if it was finalized, else NULL */
             hb_graph *g;
-            int mode, has_mode;
+            int mode;
             int n, idx[CUDNN_CONVOLUTION_FWD_ALGO_COUNT]; /* the results: engine indices, best first */
         } heur;
         struct {

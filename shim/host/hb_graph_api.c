@@ -2,11 +2,12 @@
  * Host backend: the exported cudnnBackend* calls (see hb_graph.h). This file owns the descriptor life cycle
  * and the checks every Set/Get shares, driven by one table of attributes per descriptor type.
  *
- * Statuses are the real cuDNN 9 library's, measured on libcudnn.so.9 9.28 without a GPU (a stub libcuda lets
- * it finalize) by tests/host/test_graph_realcudnn.py, including its per-attribute quirks (a wrong attribute type
- * is BAD_PARAM_ATTRIBUTE_TYPE for tensor and convolution attributes but BAD_PARAM for operation attributes,
- * NOT_SUPPORTED for variant-pack ones; a tensor's byte alignment and every pointwise attribute cannot be read
- * back). Where the real library crashes (NULL out pointers, a NULL descriptor to Finalize), we answer
+ * Statuses are the real cuDNN 9 library's, measured on libcudnn.so.9 9.28 without a GPU (stand-in libcuda and
+ * libcublasLt let it finalize; tests/realcudnn/test_status_parity.py compares the two libraries), including its
+ * per-attribute quirks (a wrong attribute type is BAD_PARAM_ATTRIBUTE_TYPE for tensor and convolution attributes
+ * but BAD_PARAM for operation attributes, NOT_SUPPORTED for variant-pack ones; a tensor's byte alignment and
+ * every pointwise attribute cannot be read back). Where the real library crashes (NULL out pointers, a NULL
+ * descriptor to Finalize, an engine configuration finalized without an engine), we answer
  * BAD_PARAM_NULL_POINTER, as it does for a NULL descriptor to Set and Destroy.
  *
  * Order of the Set checks: descriptor (NULL: BAD_PARAM_NULL_POINTER), finalized (BAD_PARAM), attribute known
@@ -138,6 +139,7 @@ static const aspec cfg_attrs[] = {
     V(CUDNN_ATTR_ENGINECFG_INTERMEDIATE_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, BAD, 1, 1, 0),
     D(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, 0, 0, RW, BAD),
     V(CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, BADTYPE, 1, 1, AF_GET),
+    V(CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, BADTYPE, 1, 1, AF_GET),
 };
 
 static const aspec plan_attrs[] = {
@@ -266,6 +268,7 @@ static void init_defaults(hb_bd *d) {
         d->u.pw.axis = -1;
         break;
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR: d->u.engine.index = -1; break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: d->u.heur.mode = CUDNN_HEUR_MODES_COUNT; break;
     case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: d->u.vp.nuids = d->u.vp.nptrs = -1; break;
     default:
         if (is_op_type(d->type)) d->u.op.kind = d->type;
@@ -273,9 +276,7 @@ static void init_defaults(hb_bd *d) {
     }
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
-                                                     cudnnBackendDescriptor_t *descriptor) {
-    int type = (int)descriptorType;
+static cudnnStatus_t create_desc(int type, cudnnBackendDescriptor_t *descriptor) {
     /* Not a descriptor type at all: what the real library answers (it fails to allocate one). */
     if (type < 0 || type > HB_LAST_BACKEND_TYPE) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     if (!descriptor) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
@@ -289,8 +290,7 @@ HB_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
-    hb_bd *d = descriptor;
+static cudnnStatus_t destroy_desc(hb_bd *d) {
     if (!d) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!hb_bd_ok(d)) return CUDNN_STATUS_BAD_PARAM;
     hb_bd_clear(d);
@@ -299,8 +299,7 @@ HB_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t d
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descriptor) {
-    hb_bd *d = descriptor;
+static cudnnStatus_t initialize_desc(hb_bd *d) {
     if (!d) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!hb_bd_ok(d)) return CUDNN_STATUS_BAD_PARAM;
     hb_bd_clear(d);
@@ -308,8 +307,7 @@ HB_EXPORT cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descript
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
-    hb_bd *d = descriptor;
+static cudnnStatus_t finalize_desc(hb_bd *d) {
     if (!d) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!hb_bd_ok(d) || d->finalized) return CUDNN_STATUS_BAD_PARAM;
     const dkind *k = kind_of(d->type);
@@ -333,11 +331,9 @@ static cudnnStatus_t check_desc_elems(const aspec *s, int64_t count, const void 
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
-                                                 cudnnBackendAttributeName_t attributeName,
-                                                 cudnnBackendAttributeType_t attributeType, int64_t elementCount,
-                                                 const void *arrayOfElements) {
-    hb_bd *d = descriptor;
+static cudnnStatus_t set_attribute(hb_bd *d, cudnnBackendAttributeName_t attributeName,
+                                  cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                                  const void *arrayOfElements) {
     if (!d) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!hb_bd_ok(d) || d->finalized) return CUDNN_STATUS_BAD_PARAM;
     const dkind *k = kind_of(d->type);
@@ -379,12 +375,9 @@ static cudnnStatus_t answer(const aspec *s, const hb_aval *v, int64_t requested,
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
-                                                 cudnnBackendAttributeName_t attributeName,
-                                                 cudnnBackendAttributeType_t attributeType,
-                                                 int64_t requestedElementCount, int64_t *elementCount,
-                                                 void *arrayOfElements) {
-    const hb_bd *d = descriptor;
+static cudnnStatus_t get_attribute(const hb_bd *d, cudnnBackendAttributeName_t attributeName,
+                                  cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
+                                  int64_t *elementCount, void *arrayOfElements) {
     if (!hb_bd_ok(d)) return CUDNN_STATUS_BAD_PARAM;
     if (!d->finalized) return CUDNN_STATUS_NOT_INITIALIZED;
     const dkind *k = kind_of(d->type);
@@ -400,4 +393,53 @@ HB_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const 
     cudnnStatus_t st = k->get(d, s->name, type, &v);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     return answer(s, &v, requestedElementCount, elementCount, arrayOfElements, d);
+}
+
+/* ---- the exported calls: each failure leaves its message for cudnnGetLastErrorString ---- */
+
+/* The descriptor's type for a message, -1 when it is not a descriptor of this library. */
+static int type_of(const hb_bd *d) { return hb_bd_ok(d) ? d->type : -1; }
+
+HB_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                                     cudnnBackendDescriptor_t *descriptor) {
+    cudnnStatus_t st = create_desc((int)descriptorType, descriptor);
+    return st ? hb_note(st, "cudnnBackendCreateDescriptor: descriptor type %d", (int)descriptorType) : st;
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
+    int type = type_of(descriptor);
+    cudnnStatus_t st = destroy_desc(descriptor);
+    return st ? hb_note(st, "cudnnBackendDestroyDescriptor: descriptor type %d", type) : st;
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descriptor) {
+    cudnnStatus_t st = initialize_desc(descriptor);
+    return st ? hb_note(st, "cudnnBackendInitialize: descriptor type %d", type_of(descriptor)) : st;
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
+    cudnnStatus_t st = finalize_desc(descriptor);
+    return st ? hb_note(st, "cudnnBackendFinalize: descriptor type %d", type_of(descriptor)) : st;
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
+                                                 cudnnBackendAttributeName_t attributeName,
+                                                 cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                                                 const void *arrayOfElements) {
+    cudnnStatus_t st = set_attribute(descriptor, attributeName, attributeType, elementCount, arrayOfElements);
+    if (st == CUDNN_STATUS_SUCCESS) return st;
+    return hb_note(st, "cudnnBackendSetAttribute: attribute %d (type %d, %lld elements) of descriptor type %d",
+                   (int)attributeName, (int)attributeType, (long long)elementCount, type_of(descriptor));
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                                 cudnnBackendAttributeName_t attributeName,
+                                                 cudnnBackendAttributeType_t attributeType,
+                                                 int64_t requestedElementCount, int64_t *elementCount,
+                                                 void *arrayOfElements) {
+    cudnnStatus_t st =
+        get_attribute(descriptor, attributeName, attributeType, requestedElementCount, elementCount, arrayOfElements);
+    if (st == CUDNN_STATUS_SUCCESS) return st;
+    return hb_note(st, "cudnnBackendGetAttribute: attribute %d (type %d) of descriptor type %d", (int)attributeName,
+                   (int)attributeType, type_of(descriptor));
 }

@@ -428,7 +428,6 @@ cudnnStatus_t hb_heur_set(hb_bd *d, int name, int type, int64_t count, const voi
         take_graph(elems, &d->u.heur.has_graph, &d->u.heur.g);
     } else if (name == CUDNN_ATTR_ENGINEHEUR_MODE) {
         d->u.heur.mode = hb_elem_enum(elems);
-        d->u.heur.has_mode = 1;
     }
     return CUDNN_STATUS_SUCCESS; /* SM_COUNT_TARGET: accepted and ignored */
 }
@@ -436,7 +435,7 @@ cudnnStatus_t hb_heur_set(hb_bd *d, int name, int type, int64_t count, const voi
 typedef struct {
     int index;
     double time;
-    size_t ws;
+    size_t ws, algo_ws;
 } ranked;
 
 static int cmp_ranked(const void *pa, const void *pb) {
@@ -446,22 +445,48 @@ static int cmp_ranked(const void *pa, const void *pb) {
     return a->index - b->index;
 }
 
-/* Every mode (INSTANT, A, B, FALLBACK) answers the same ranking: the model is the host's only heuristic. */
+/*
+ * INSTANT, A and B answer the same ranking: the model is the host's only heuristic. FALLBACK is what cuDNN's is
+ * to a caller, a short fixed list that still runs when memory is short, tried after the heuristics' own: the
+ * engines whose algorithm needs no workspace, by global index (where none does, the one that needs the least).
+ * The real library's is shorter than its INSTANT list too (4 of 12 engines for the float fprop that
+ * tests/realcudnn/test_status_parity.py counts).
+ */
+static int fallback_list(ranked *r, int n) {
+    size_t least = SIZE_MAX;
+    for (int i = 0; i < n; i++)
+        if (r[i].algo_ws < least) least = r[i].algo_ws;
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        if (r[i].algo_ws == least) r[kept++] = r[i];
+    return kept;
+}
+
+static int cmp_index(const void *pa, const void *pb) {
+    return ((const ranked *)pa)->index - ((const ranked *)pb)->index;
+}
+
+/* As the real library: no graph is BAD_PARAM; a mode left unset (it reads back as HEUR_MODES_COUNT) or out of
+ * range finalizes with no results. */
 cudnnStatus_t hb_heur_finalize(hb_bd *d) {
-    if (!d->u.heur.has_graph) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
+    if (!d->u.heur.has_graph) return CUDNN_STATUS_BAD_PARAM;
     hb_graph *g = d->u.heur.g;
     if (!g) return CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED;
-    if (!d->u.heur.has_mode || d->u.heur.mode < 0 || d->u.heur.mode >= CUDNN_HEUR_MODES_COUNT)
-        return CUDNN_STATUS_BAD_PARAM;
+    int known = d->u.heur.mode >= 0 && d->u.heur.mode < CUDNN_HEUR_MODES_COUNT;
     ranked r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
-    for (int i = 0; g->supported && i < hb_algo_enum_count(g->op); i++) {
+    for (int i = 0; known && g->supported && i < hb_algo_enum_count(g->op); i++) {
         hb_gengine e;
         if (resolve(g, i, &e) != CUDNN_STATUS_SUCCESS) continue;
-        r[n++] = (ranked){i, hb_model_time_ms(e.algo, &g->prob), e.ws};
+        r[n++] = (ranked){i, hb_model_time_ms(e.algo, &g->prob), e.ws, e.algo_ws};
         hb_engine_unref(&e);
     }
-    qsort(r, (size_t)n, sizeof r[0], cmp_ranked);
+    if (d->u.heur.mode == CUDNN_HEUR_MODE_FALLBACK) {
+        n = fallback_list(r, n);
+        qsort(r, (size_t)n, sizeof r[0], cmp_index);
+    } else {
+        qsort(r, (size_t)n, sizeof r[0], cmp_ranked);
+    }
     d->u.heur.n = n;
     for (int i = 0; i < n; i++) d->u.heur.idx[i] = r[i].index;
     return CUDNN_STATUS_SUCCESS;
@@ -531,6 +556,7 @@ cudnnStatus_t hb_cfg_get(const hb_bd *d, int name, int type, hb_aval *v) {
     switch (name) {
     case CUDNN_ATTR_ENGINECFG_ENGINE: v->fill = fill_cfg_engine; break;
     case CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE: answer_size(v, d->u.cfg.e.ws); break;
+    case CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED: memset(v->buf, 0, sizeof(int32_t)); break; /* CPU engines */
     default: v->count = 0; break; /* KNOB_CHOICES: none */
     }
     return CUDNN_STATUS_SUCCESS;

@@ -99,9 +99,7 @@ static cudnnStatus_t plan_and_pack(cudnnHandle_t handle, const hb_bd *plan, cons
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
-                                            cudnnBackendDescriptor_t variantPack) {
-    const hb_bd *plan = executionPlan, *vp = variantPack;
+static cudnnStatus_t execute(cudnnHandle_t handle, const hb_bd *plan, const hb_bd *vp) {
     if (!vp) return CUDNN_STATUS_BAD_PARAM;
     cudnnStatus_t st = plan_and_pack(handle, plan, vp);
     if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -132,6 +130,12 @@ HB_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDe
     hb_model_clock_add(hb_model_time_ms(e->algo, &g->prob));
     if (g->npw > 0) hb_pointwise_run(g, &b, y);
     return CUDNN_STATUS_SUCCESS;
+}
+
+HB_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                                            cudnnBackendDescriptor_t variantPack) {
+    cudnnStatus_t st = execute(handle, executionPlan, variantPack);
+    return st ? hb_note(st, "cudnnBackendExecute") : st;
 }
 
 /* cuDNN 9.23's workspace query per variant pack: the plan's workspace, whatever the pack holds. */

@@ -158,4 +158,11 @@ double hb_model_time_ms(const hb_algo *a, const hb_problem *p);
  */
 void hb_model_clock_add(double ms);
 
+/*
+ * The calling thread's last error message (hb_api_core.c), what cudnnGetLastErrorString hands out: each failing
+ * call replaces it (printf-style), reading it clears it, a successful call leaves it. Returns `status`, so a
+ * failing path can `return hb_note(status, ...)`.
+ */
+cudnnStatus_t hb_note(cudnnStatus_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif /* UCUDNN_HB_INTERNAL_H */

@@ -5,12 +5,14 @@ CI builds the host backend before testing, so a missing library is a failure wit
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 
 import pytest
 
 from ucudnn import _paths
 from ucudnn import cudnn as C
+from ucudnn import graph_api as G
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +35,11 @@ def cudnn(host_lib_path: str) -> C.Cudnn:
 def handle(cudnn: C.Cudnn) -> Iterator[C.Handle]:
     with cudnn.handle() as h:
         yield h
+
+
+@pytest.fixture
+def b(host_lib_path: str) -> Iterator[G.Backend]:
+    """The graph (backend) API of the host backend, raw statuses; descriptors it made are destroyed after."""
+    backend = G.Backend(ctypes.CDLL(host_lib_path))
+    yield backend
+    backend.destroy_all()

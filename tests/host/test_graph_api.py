@@ -142,7 +142,7 @@ def test_filter_strides_the_backend_cannot_take_leave_no_engine(driver: G.Driver
     assert driver.run(op, x, w, y, problem.params).stage == "heur"  # no result to take
 
 
-@pytest.mark.parametrize("mode", [G.HEUR_A, G.HEUR_INSTANT, G.HEUR_FALLBACK, 1])
+@pytest.mark.parametrize("mode", [G.HEUR_A, G.HEUR_INSTANT, 1])
 @pytest.mark.parametrize("op", OPS)
 def test_heuristics_rank_engines_by_the_timing_model(
     cudnn: C.Cudnn, handle: C.Handle, driver: G.Driver, op: int, mode: int
@@ -159,6 +159,30 @@ def test_heuristics_rank_engines_by_the_timing_model(
         outcome, out, expected = run_checked(driver, op, arrs, problem.params, heur_mode=mode, heur_rank=rank)
         assert (outcome.status, outcome.engine) == (0, engine)
         T.assert_close(out, expected, np.float32, f"op {op} heuristic result {rank} (engine {engine})")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_fallback_lists_the_engines_needing_least_workspace(
+    cudnn: C.Cudnn, handle: C.Handle, driver: G.Driver, op: int
+) -> None:
+    """FALLBACK is not INSTANT again: a short list in global-index order of the engines whose algorithm needs the
+    least workspace (none, where any needs none), each of which computes the convolution."""
+    problem = CASES["2d-groups-3x3"]
+    arrs = arrays(problem, np.float32, LAYOUTS["NHWC"])
+    spec = spec_of(problem.params)
+    listed = [p for p in cudnn.get_v7(handle, C.Op(op), *arrs, spec) if p.status == 0]
+    least = min(p.memory_bytes for p in listed)
+    instant = driver.run(op, *arrs, problem.params, heur_mode=G.HEUR_INSTANT, execute=False).heuristics
+    fallback = driver.run(op, *arrs, problem.params, heur_mode=G.HEUR_FALLBACK, execute=False)
+    assert fallback.status == 0
+    assert fallback.heuristics == sorted(p.algo for p in listed if p.memory_bytes == least)
+    assert set(fallback.heuristics) < set(instant), (fallback.heuristics, instant)
+    for rank, engine in enumerate(fallback.heuristics):
+        outcome, out, expected = run_checked(
+            driver, op, arrs, problem.params, heur_mode=G.HEUR_FALLBACK, heur_rank=rank
+        )
+        assert (outcome.status, outcome.engine, outcome.cfg_workspace) == (0, engine, least)
+        T.assert_close(out, expected, np.float32, f"op {op} fallback result {rank} (engine {engine})")
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -1,18 +1,17 @@
 """Host backend graph API: statuses of bad input, execution and the descriptor life cycle, through raw ctypes calls.
 
-What the real library also answers without a GPU is compared with it in test_graph_realcudnn.py; these are the
-calls it cannot answer there (anything that needs a handle: plans, heuristics, execution) and the cases where it
-crashes (NULL out pointers), with the statuses the host backend chose (see hb_graph_api.c, hb_graph_exec.c).
+What the real library also answers without a GPU is compared with it in tests/realcudnn/test_status_parity.py;
+these are the calls it cannot answer there (anything that needs a device: engine configurations, plans,
+execution) and the cases where it crashes (NULL out pointers, an empty engine configuration), with the statuses
+the host backend chose (see hb_graph_api.c, hb_graph_exec.c).
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import pytest
 
 from ucudnn import cudnn as C
 from ucudnn import testing as T
@@ -22,13 +21,6 @@ from ._graph import P, i64s
 
 BAD, NULLPTR, MISALIGNED, NOT_FINALIZED, NOT_INIT = 2000, 2002, 2003, 2004, 1001
 NS = 3000
-
-
-@pytest.fixture
-def b(host_lib_path: str) -> Iterator[G.Backend]:
-    backend = G.Backend(ctypes.CDLL(host_lib_path))
-    yield backend
-    backend.destroy_all()
 
 
 def fwd_graph(b: G.Backend, handle: C.Handle, w_strides: list[int] | None = None) -> P:
@@ -144,14 +136,18 @@ def test_heuristics_and_configuration_errors(b: G.Backend, handle: C.Handle) -> 
     g = fwd_graph(b, handle)
     h = b.create(G.ENGINEHEUR)
     assert b.set_desc(h, G.A_HEUR_GRAPH, g) == 0
-    assert b.finalize(h) == BAD  # no mode
+    assert b.finalize(h) == 0  # no mode: as on the real library, no results and the mode reads as MODES_COUNT
+    assert b.get(h, G.A_HEUR_RESULTS, G.T_DESC, 0, None) == (0, 0)
+    mode = ctypes.c_int(-1)
+    assert b.get(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(mode)) == (0, 1) and mode.value == 4
     h = b.create(G.ENGINEHEUR)
     assert b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_A))) == 0
-    assert b.finalize(h) == NULLPTR  # no graph
+    assert b.finalize(h) == BAD  # no graph
     h = b.create(G.ENGINEHEUR)
     assert b.set_desc(h, G.A_HEUR_GRAPH, g) == 0
     assert b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(7))) == 0
-    assert b.finalize(h) == BAD  # no such mode
+    assert b.finalize(h) == 0  # no such mode: no results
+    assert b.get(h, G.A_HEUR_RESULTS, G.T_DESC, 0, None) == (0, 0)
     cfg = b.create(G.ENGINECFG)
     assert b.finalize(cfg) == NULLPTR
     e, _ = b.engine(g, 0)

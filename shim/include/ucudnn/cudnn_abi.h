@@ -196,6 +196,7 @@ _Static_assert(sizeof(cudnnConvolutionBwdFilterAlgoPerf_t) == 48, "perf struct l
 size_t cudnnGetVersion(void);
 cudnnStatus_t cudnnGetProperty(libraryPropertyType type, int *value);
 const char *cudnnGetErrorString(cudnnStatus_t status);
+void cudnnGetLastErrorString(char *message, size_t max_size);
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle);
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle);
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream);

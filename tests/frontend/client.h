@@ -1,0 +1,132 @@
+// What the real-client programs share, kept free of the frontend headers so it compiles in a second: the command
+// line, the problem's shapes, data files, a simulated caching allocator and JSON output.
+//
+// A program reads the three convolution buffers from DIR/x.bin, DIR/w.bin and DIR/y.bin (plus z.bin and b.bin
+// for the fused graph), runs its op the way its client does, and writes the op's output buffer to DIR/out.bin.
+// Buffer roles follow PyTorch's naming: x is the input or its gradient, w the filter or its gradient, y the
+// output or its gradient; the op decides which one it writes (fprop and fused: y, dgrad: x, wgrad: w).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rc {
+
+// "--name value" pairs; every value is required unless a default is given.
+class Args {
+  public:
+    Args(int argc, char **argv);
+    std::string str(const std::string &name, const char *fallback = nullptr) const;
+    int64_t num(const std::string &name, const char *fallback = nullptr) const;
+
+  private:
+    std::map<std::string, std::string> kv_;
+};
+
+enum class Op { fprop, dgrad, wgrad, fused };
+
+struct Problem {
+    Op op;
+    std::string op_name;
+    int dtype;               // cudnnDataType_t of the data: CUDNN_DATA_FLOAT or CUDNN_DATA_HALF
+    size_t elem;             // bytes per element
+    int64_t n, c, k, h, w, r, s, pad, stride, dil;
+    float z_alpha;           // the fused graph's scale of z
+    std::vector<int64_t> xdim, wdim, ydim, bdim;
+    static Problem from(const Args &a);
+    static std::vector<int64_t> packed(const std::vector<int64_t> &dims);  // NCHW strides
+    static int64_t count(const std::vector<int64_t> &dims);
+    char output_role() const { return op == Op::dgrad ? 'x' : op == Op::wgrad ? 'w' : 'y'; }
+};
+
+// Memory as a device would hand it out: 256-byte aligned, never NULL unless empty.
+class Buffer {
+  public:
+    Buffer() = default;
+    explicit Buffer(size_t bytes);
+    Buffer(Buffer &&o) noexcept;
+    Buffer &operator=(Buffer &&o) noexcept;
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    ~Buffer();
+    void *get() const { return p_; }
+    size_t size() const { return n_; }
+
+  private:
+    void *p_ = nullptr;
+    size_t n_ = 0;
+};
+
+Buffer read_file(const std::string &path, size_t expect_bytes);
+// {"sum": ..., "abs_sum": ...} of a buffer of float32 (elem 4) or float16 (elem 2) values, in double.
+std::string checksum(const Buffer &b, size_t elem);
+void write_file(const std::string &path, const Buffer &b);
+
+struct OutOfMemory : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// PyTorch's caching allocator as these programs see it: `capacity` bytes in one pool; a request larger than the
+// largest free block throws OutOfMemory (what c10's OutOfMemoryError is to Conv_v8.cpp). Blocks are real memory
+// because the host backend computes in them.
+class CachingAllocator {
+  public:
+    explicit CachingAllocator(int64_t capacity) : capacity_(capacity) {}
+    class Block {
+      public:
+        Block() = default;
+        Block(CachingAllocator *owner, size_t bytes);
+        Block(Block &&o) noexcept;
+        Block &operator=(Block &&o) noexcept;
+        ~Block();
+        void *get() const { return buf_.get(); }
+
+      private:
+        void release();
+        CachingAllocator *owner_ = nullptr;
+        size_t bytes_ = 0;
+        Buffer buf_;
+    };
+    Block allocate(int64_t bytes);
+    int64_t largest_free_block() const { return capacity_ - used_; }
+    int64_t peak() const { return peak_; }
+
+  private:
+    int64_t capacity_, used_ = 0, peak_ = 0;
+};
+
+// Alignment PyTorch gives a tensor descriptor: the largest power of two (at most 32) dividing the address.
+int64_t alignment_of(const void *p);
+
+// A JSON object built up field by field.
+class Json {
+  public:
+    Json &field(const std::string &k, const std::string &v);
+    Json &field(const std::string &k, const char *v) { return field(k, std::string(v)); }
+    Json &field(const std::string &k, int64_t v);
+    Json &field(const std::string &k, int v) { return field(k, static_cast<int64_t>(v)); }
+    Json &field(const std::string &k, double v);
+    Json &field(const std::string &k, bool v);
+    Json &raw(const std::string &k, const std::string &json);
+    std::string str() const { return "{" + body_ + "}"; }
+    static std::string quote(const std::string &s);
+    template <typename T, typename F> static std::string array(const std::vector<T> &v, F each) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + each(v[i]);
+        return out + "]";
+    }
+
+  private:
+    void key(const std::string &k);
+    std::string body_;
+};
+
+// main() of a program: run(argc, argv)'s exit status; a bad command line exits 2 with the message on stderr, any
+// other exception prints {"program": ..., "status": "error", "error": ...} and exits 1.
+int guarded_main(const char *program, int argc, char **argv, int (*run)(int, char **));
+
+}  // namespace rc

@@ -1,0 +1,164 @@
+"""Fixtures of the real-client tier: the programs built against the real cudnn_frontend headers (skipped, with
+what to install, where the wheels are absent), the problem data, and runs with and without the preload library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ucudnn import _paths
+from ucudnn import testing as T
+
+from . import _build
+
+
+@pytest.fixture(scope="session")
+def programs() -> _build.Programs:
+    if not _paths.HOST_CUDNN.exists():
+        pytest.fail(f"the host backend is not built ({_paths.HOST_CUDNN}): run `pip install -e .`", pytrace=False)
+    try:
+        return _build.build(_paths.HOST_CUDNN)
+    except _build.Unavailable as exc:
+        pytest.skip(f"real-client programs: {exc}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One convolution: NCHW shapes, 3x3, padding 1, PyTorch's tensor roles (x, w, y)."""
+
+    op: str
+    dtype: str = "float"
+    n: int = 8
+    c: int = 16
+    k: int = 32
+    hw: int = 16
+    z_alpha: float = 0.5
+
+    @property
+    def np_dtype(self) -> npt.DTypeLike:
+        return np.float16 if self.dtype == "half" else np.float32
+
+    @property
+    def params(self) -> T.ConvParams:
+        return T.ConvParams.make(2, pad=1)
+
+    def args(self) -> list[str]:
+        dims = {"n": self.n, "c": self.c, "k": self.k, "h": self.hw, "w": self.hw, "r": 3, "s": 3, "pad": 1}
+        out = ["--op", self.op, "--dtype", self.dtype, "--z-alpha", repr(self.z_alpha)]
+        for name, value in dims.items():
+            out += [f"--{name}", str(value)]
+        return out
+
+
+@dataclass
+class Inputs:
+    """The buffers a program reads; the op's output starts as NaN so an unwritten output cannot pass."""
+
+    x: npt.NDArray[Any]
+    w: npt.NDArray[Any]
+    y: npt.NDArray[Any]
+    z: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0))
+    b: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0))
+
+    @classmethod
+    def make(cls, p: Problem, seed: int = 0) -> Inputs:
+        rng = np.random.default_rng(seed)
+
+        def rand(*shape: int) -> npt.NDArray[Any]:
+            return rng.standard_normal(shape).astype(p.np_dtype)
+
+        x, w, y = rand(p.n, p.c, p.hw, p.hw), rand(p.k, p.c, 3, 3), rand(p.n, p.k, p.hw, p.hw)
+        out = {"fprop": "y", "fused": "y", "dgrad": "x", "wgrad": "w"}[p.op]
+        made = {"x": x, "w": w, "y": y}
+        made[out] = np.full_like(made[out], np.nan)
+        z = rand(p.n, p.k, p.hw, p.hw) if p.op == "fused" else np.zeros(0, p.np_dtype)
+        b = rand(1, p.k, 1, 1) if p.op == "fused" else np.zeros(0, p.np_dtype)
+        return cls(made["x"], made["w"], made["y"], z, b)
+
+    def write(self, folder: Path) -> None:
+        for name in ("x", "w", "y", "z", "b"):
+            getattr(self, name).tofile(folder / f"{name}.bin")
+
+    def reference(self, p: Problem) -> npt.NDArray[np.float64]:
+        """What the op computes, in float64 from the (rounded) inputs."""
+        if p.op == "dgrad":
+            return T.conv_backward_data(self.w, self.y, p.params, self.x.shape)
+        if p.op == "wgrad":
+            return T.conv_backward_filter(self.x, self.y, p.params, self.w.shape)
+        y = T.conv_forward(self.x, self.w, p.params)
+        if p.op == "fused":
+            y = np.maximum(y + p.z_alpha * T.as_float64(self.z) + T.as_float64(self.b), 0.0)
+        return y
+
+    def output_shape(self, p: Problem) -> tuple[int, ...]:
+        return {"dgrad": self.x.shape, "wgrad": self.w.shape}.get(p.op, self.y.shape)
+
+
+@dataclass
+class Run:
+    report: dict[str, Any]
+    stats: dict[str, Any]
+    output: npt.NDArray[Any] | None
+    returncode: int
+    stderr: str
+
+
+def base_env(tmp: Path) -> dict[str, str]:
+    """No UCUDNN_* from outside; deterministic host timings; plans and benchmarks in a scratch cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
+    env["LD_LIBRARY_PATH"] = str(_paths.LIB_DIR)
+    env["UCUDNN_HOST_TIMING"] = "model"
+    env["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
+    return env
+
+
+RunClient = Callable[..., Run]
+
+
+@pytest.fixture
+def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
+    counter = iter(range(1000))
+
+    def run(
+        program: str,
+        p: Problem,
+        inputs: Inputs,
+        *,
+        capacity: int = 1 << 30,
+        preload: bool = False,
+        limit: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> Run:
+        folder = tmp_path / f"run{next(counter)}"
+        folder.mkdir()
+        inputs.write(folder)
+        env = base_env(tmp_path)
+        stats_file = folder / "stats.json"
+        if preload:
+            env["LD_PRELOAD"] = str(_paths.PRELOAD)
+            env["UCUDNN_STATS_FILE"] = str(stats_file)
+        if limit is not None:
+            env["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] = limit
+        exe = getattr(programs, program)
+        cmd = [str(exe), *p.args(), "--data", str(folder), "--capacity", str(capacity), *extra]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        assert lines, f"{program} printed no report: rc={proc.returncode} stderr={proc.stderr}"
+        report = json.loads(lines[-1])
+        out_file = folder / "out.bin"
+        output = None
+        if out_file.exists():
+            output = np.fromfile(out_file, dtype=p.np_dtype).reshape(inputs.output_shape(p))
+        stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
+        return Run(report, stats, output, proc.returncode, proc.stderr)
+
+    return run

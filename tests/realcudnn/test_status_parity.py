@@ -1,0 +1,112 @@
+"""The descriptor sequences of a real client against NVIDIA's libcudnn.so.9 on a CPU: with and without the preload
+library the statuses (and engine counts) are the same, and the host backend answers every status as it does.
+
+Without a GPU driver the real library's sub-libraries do not load (tensor Finalize answers 1008,
+SUBLIBRARY_LOADING_FAILED), so the probe runs with stand-ins of ours for ``libcuda.so.1`` and
+``libcublasLt.so.13`` (standin/*.c) that merely resolve and report no device. Descriptor calls then behave as on a
+GPU machine: tensors, convolutions, pointwise descriptors (ReLU's NAN_PROPAGATION included), operations, operation
+graphs, engines and heuristics with their counts. Engine configurations, plans and execution need a device and
+are left out (the real-client tier, tests/frontend, covers them on the host backend).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ucudnn import _paths
+
+from .test_descriptors import _real_libcudnn
+
+pytestmark = pytest.mark.realcudnn
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PROBE = HERE / "status_probe.py"
+STANDINS = {"libcuda.so.1": HERE / "standin" / "libcuda.c", "libcublasLt.so.13": HERE / "standin" / "libcublaslt.c"}
+OPS = ("fprop", "dgrad", "wgrad")
+HEUR_MODES = ("instant", "fallback", "a")
+
+
+@pytest.fixture(scope="module")
+def standin_dir() -> Path:
+    """A folder holding the stand-in libraries under the names the real library loads (built once per source)."""
+    import hashlib
+
+    digest = hashlib.sha256(b"".join(src.read_bytes() for src in STANDINS.values())).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"ucudnn-test-libs-{os.getuid()}" / f"standin-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for soname, src in STANDINS.items():
+        lib = folder / soname
+        if not lib.exists():
+            tmp = folder / f"{soname}.{os.getpid()}.tmp"
+            cmd = ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", f"-Wl,-soname,{soname}"]
+            subprocess.run([*cmd, str(src), "-o", str(tmp)], check=True)
+            tmp.replace(lib)
+    return folder
+
+
+def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, tmp: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
+    if standins is not None:
+        env["LD_LIBRARY_PATH"] = str(standins)
+    if preload:
+        if not _paths.PRELOAD.exists():
+            pytest.fail(f"libucudnn.so not built at {_paths.PRELOAD}")
+        env["LD_PRELOAD"] = str(_paths.PRELOAD)
+    proc = subprocess.run([sys.executable, str(PROBE), str(lib)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(standin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    real = _real_libcudnn()
+    tmp = tmp_path_factory.mktemp("parity")
+    return {
+        "real": probe(real, standins=standin_dir, tmp=tmp),
+        "real+preload": probe(real, standins=standin_dir, preload=True, tmp=tmp),
+        "host": probe(_paths.HOST_CUDNN, tmp=tmp),
+    }
+
+
+def test_the_standins_make_descriptor_calls_work(runs: dict[str, dict[str, Any]]) -> None:
+    """Tensors finalize (not 1008) and heuristics answer engines: the comparison below compares working calls."""
+    statuses = runs["real"]["statuses"]
+    assert statuses["tensors"][:6] == [0] * 6
+    counts = runs["real"]["values"]["heuristics"]
+    assert all(n > 0 for n in counts), counts
+
+
+def test_preload_library_keeps_every_status_and_count(runs: dict[str, dict[str, Any]]) -> None:
+    hooked = dict(runs["real+preload"])
+    assert hooked.pop("graph_calls") > 500  # every call went through the hooks
+    assert "graph_calls" not in runs["real"]
+    assert hooked == runs["real"]
+
+
+@pytest.mark.parametrize(
+    "sequence", ["tensors", "convolution", "pointwise", "operations", "fused", "engines", "heuristics"]
+)
+def test_host_backend_answers_the_real_statuses(runs: dict[str, dict[str, Any]], sequence: str) -> None:
+    assert runs["host"]["statuses"][sequence] == runs["real"]["statuses"][sequence]
+
+
+def test_fallback_lists_are_shorter_than_instant(runs: dict[str, dict[str, Any]]) -> None:
+    """Per op: [global count, INSTANT, FALLBACK, A]. The real library's FALLBACK list is its own, shorter list, and
+    so is the host backend's; INSTANT and A agree in length on both."""
+    for lib in ("real", "host"):
+        counts = runs[lib]["values"]["heuristics"]
+        for i, op in enumerate(OPS):
+            total, instant, fallback, mode_a = counts[4 * i : 4 * i + 4]
+            assert 0 < fallback < instant == mode_a <= total, (lib, op, counts)
