@@ -59,6 +59,7 @@ static inline void hb_out_range(int64_t out, int64_t st, int64_t off, int64_t lo
                                 int64_t *o1) {
     int64_t a = hb_ceil_div(lo - off, st), b = hb_ceil_div(hi - off, st);
     if (a < 0) a = 0;
+    if (a > out) a = out; /* no position in range: an empty [out, out), never past the row */
     if (b > out) b = out;
     if (b < a) b = a;
     *o0 = a;

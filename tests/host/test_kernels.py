@@ -151,6 +151,20 @@ def test_shapes(lib: KernelLib, algo: AlgoInfo, dtype: type, shape: str) -> None
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
+@pytest.mark.parametrize("w_layout", FILTER_LAYOUTS)
+def test_taps_wholly_in_the_padding(lib: KernelLib, algo: AlgoInfo, w_layout: T.Layout) -> None:
+    """Dilated taps that fall entirely in the padding, on a row shorter than the padding: the column rows of
+    such taps hold zeros only and must not spill into the next row (found by test_random_problems: GEMM with
+    an NHWC filter zeroed the row of the next channel's tap)."""
+    for prob in (
+        problem((1, 2, 1, 1), (1, 2, 1, 3), pad=(0, 2), dilation=(1, 2)),
+        problem((2, 8, 3, 1), (4, 4, 2, 3), groups=2, pad=(0, 2), stride=(2, 1), dilation=(1, 2)),
+    ):
+        supported = run_checked(lib, algo, prob, np.float32, w_layout=w_layout, alpha=1.25, seed=159)
+        assert supported or "WINOGRAD" in algo.name
+
+
+@pytest.mark.parametrize("algo", list(all_algos()))
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-2.0, 0.0), (1.0, 1.0), (0.5, -1.5)])
 def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -> None:
     cases: tuple[tuple[type, T.Layout], ...] = ((np.float32, "NHWC"), (np.float64, "padded"))
