@@ -5,7 +5,8 @@
 A small C program (compiled here with the system C compiler against the host backend) runs one tiny
 convolution two ways in one process, side by side: through the exported symbol, which LD_PRELOAD binds to
 ``libucudnn.so`` (descriptor reads, one cache lookup, one micro-batch with prebuilt descriptors), and through a
-pointer to the real function taken with ``dlopen(RTLD_NOLOAD)`` + ``dlsym`` (no shim). The program registers a
+pointer to the real function taken with ``dlopen(RTLD_NOLOAD)`` + ``ucudnn_dlsym_unhooked`` (no shim: a plain
+``dlsym`` would give the hook). The program registers a
 one-micro-batch plan with the same algorithm, so both paths do the same convolution. Rounds alternate the
 order; the figure is the median over rounds of the per-call difference, in nanoseconds.
 """
@@ -55,7 +56,12 @@ int main(int argc, char **argv) {
     int (*set_planner)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "ucudnn_set_planner");
     if (!set_planner) { fprintf(stderr, "libucudnn.so is not preloaded\n"); return 2; }
     set_planner((void *)planner);
-    fwd_t direct = (fwd_t)dlsym(dlopen("libcudnn.so.9", RTLD_NOLOAD | RTLD_LAZY), "cudnnConvolutionForward");
+    /* The preload library interposes dlsym: a plain lookup on cuDNN's handle would give its hook. */
+    void *(*unhooked)(void *, const char *) =
+        (void *(*)(void *, const char *))dlsym(RTLD_DEFAULT, "ucudnn_dlsym_unhooked");
+    void *cudnn = dlopen("libcudnn.so.9", RTLD_NOLOAD | RTLD_LAZY);
+    fwd_t direct = (fwd_t)(unhooked ? unhooked(cudnn, "cudnnConvolutionForward")
+                                    : dlsym(cudnn, "cudnnConvolutionForward"));
     H h, x, y, w, c;
     int dims[4] = {2, 1, 1, 1}, strides[4] = {1, 1, 1, 1}, one[2] = {1, 1}, zero[2] = {0, 0};
     int ok = !cudnnCreate(&h) && !cudnnCreateTensorDescriptor(&x) && !cudnnCreateTensorDescriptor(&y) &&
