@@ -99,13 +99,27 @@ const char *uc_hook_name(int i)
     return i >= 0 && i < UC_NHOOKS ? hook_names[i] : NULL;
 }
 
+static const unsigned char hook_lengths[] = {
+#define UC_LENGTH(ret, name, params, args) sizeof #name - 1,
+#define UC_EXEC UC_LENGTH
+#define UC_QUERY UC_LENGTH
+#define UC_BACKEND UC_LENGTH
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_BACKEND
+#undef UC_LENGTH
+};
+
 int uc_hook_index(const char *name)
 {
-    /* Most lookups in a process are not cuDNN's: one comparison turns them away. */
+    /* Most lookups in a process are not cuDNN's: one comparison turns them away; most of cuDNN's 240-odd names
+     * are not hooked: their length turns them away from all but a few. */
     if (strncmp(name, "cudnn", 5) != 0)
         return -1;
+    size_t len = strlen(name);
     for (int i = 0; i < UC_NHOOKS; i++)
-        if (strcmp(name + 5, hook_names[i] + 5) == 0)
+        if (hook_lengths[i] == len && memcmp(name + 5, hook_names[i] + 5, len - 5) == 0)
             return i;
     return -1;
 }
@@ -134,45 +148,48 @@ static int front_library_name(const char *path)
     return strncmp(base, "libcudnn.so", 11) == 0 && (base[11] == '\0' || base[11] == '.');
 }
 
-static int is_self(const void *addr)
+/* Where this library is loaded (it stays loaded: nothing here is cached across a reload). */
+static void *self_base(void)
 {
-    Dl_info self, other;
-    return dladdr((void *)&uc_dlsym, &self) && dladdr(addr, &other) && self.dli_fbase == other.dli_fbase;
+    static void *_Atomic base;
+    void *b = atomic_load_explicit(&base, memory_order_relaxed);
+    Dl_info self;
+    if (!b && dladdr((void *)&uc_dlsym, &self))
+        atomic_store_explicit(&base, b = self.dli_fbase, memory_order_relaxed);
+    return b;
 }
 
 static atomic_int other_copy_said;
 
 /*
- * Hook i for a lookup whose real answer is `sym`, or NULL to pass the lookup through. An answer in a libcudnn.so*
- * file is recorded and resolves the real library now if nothing has (the resolver learns it from the record);
- * one in any other file is hooked only if it is the library already chosen (UCUDNN_REAL_LIBCUDNN under another
- * name), never resolving anything: a sub-library's lookups must not pick the real library early.
+ * Hook i for a lookup whose real answer is `sym`, or NULL to pass the lookup through. The hook calls the real
+ * library's function: redirect only when that is exactly the answer. An answer in a libcudnn.so* file is recorded
+ * and, if nothing has yet, resolves the real library now (the resolver learns it from the record); an answer in
+ * any other file never resolves anything (a sub-library's lookups must not pick the real library early), so it
+ * is hooked only if that file is the library already chosen (UCUDNN_REAL_LIBCUDNN under another name).
  */
 static void *redirect(int i, void *sym)
 {
-    Dl_info info;
-    if (is_self(sym) || !dladdr(sym, &info))
-        return NULL;
-    int front = info.dli_fname && front_library_name(info.dli_fname);
-    const uc_real_table *r;
-    if (front) {
-        void *none = NULL;
-        atomic_compare_exchange_strong(&first_recorded, &none, sym);
-        r = uc_real_try();
-    } else {
-        r = uc_real_found();
-    }
-    if (!r || !r->found)
-        return NULL;
-    /* The hook calls r's function: redirect only when that is exactly what the caller asked for. */
-    if (uc_real_hook(r, i) == sym)
+    const uc_real_table *r = uc_real_found();
+    if (r && uc_real_hook(r, i) == sym) /* the common case once resolved: no dladdr (never ours: see fill_from) */
         return uc_hook_address(i);
-    if (front) {
-        UC_COUNT(dlsym_other_cudnn, 1);
-        if (!atomic_exchange(&other_copy_said, 1))
-            uc_log(UC_LOG_WARNING, "%s looked up in %s, another cuDNN than the one the shim forwards to (%s): "
-                   "calls through that library pass by unseen", hook_names[i], info.dli_fname, r->path);
+    Dl_info info;
+    if (!dladdr(sym, &info) || info.dli_fbase == self_base() || !info.dli_fname ||
+        !front_library_name(info.dli_fname))
+        return NULL;
+    void *none = NULL;
+    atomic_compare_exchange_strong(&first_recorded, &none, sym);
+    if (!r) {
+        r = uc_real_try();
+        if (!r || !r->found)
+            return NULL;
+        if (uc_real_hook(r, i) == sym)
+            return uc_hook_address(i);
     }
+    UC_COUNT(dlsym_other_cudnn, 1);
+    if (!atomic_exchange(&other_copy_said, 1))
+        uc_log(UC_LOG_WARNING, "%s looked up in %s, another cuDNN than the one the shim forwards to (%s): calls "
+               "through that library pass by unseen", hook_names[i], info.dli_fname, r->path);
     return NULL;
 }
 
