@@ -14,8 +14,9 @@
  * seen, and never mixed with the other copy's descriptors). The intercepted dlsym never waits for a lock.
  *
  * The real dlsym is dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5" (older glibc; both exist in
- * 2.34+ at one address); found lazily, so lookups made before this library's constructors ran work too. An
- * unversioned export interposes callers bound to either version. dlvsym itself is not interposed.
+ * 2.34+ at one address); found lazily, so lookups made before this library's constructors ran work too. Lookups
+ * pass through to the next dlsym after this library, which is glibc's unless another interposer was preloaded
+ * after us. An unversioned export interposes callers bound to either version. dlvsym itself is not interposed.
  *
  * Only x86-64 has the assembly entry; elsewhere dlsym is not exported (a C wrapper would make itself the caller
  * of every RTLD_NEXT lookup) and frameworks that dlopen cuDNN are not reached.
@@ -29,11 +30,14 @@
 
 typedef void *(*uc_dlsym_fn)(void *, const char *);
 
-static _Atomic(uc_dlsym_fn) real_dlsym;
+/* glibc's dlsym (every lookup of the shim's own), and the next dlsym after this library (where lookups pass
+ * through: glibc's, or another interposer preloaded after us -- dlvsym with a version skips unversioned
+ * definitions, so it alone would jump over such an interposer). */
+static _Atomic(uc_dlsym_fn) libc_dlsym, next_dlsym;
 
 static uc_dlsym_fn real_fn(void)
 {
-    uc_dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_acquire);
+    uc_dlsym_fn f = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
     if (f)
         return f;
 #if defined(__x86_64__)
@@ -45,7 +49,21 @@ static uc_dlsym_fn real_fn(void)
     f = dlsym; /* not exported here: the name binds to libc's */
 #endif
     if (f)
-        atomic_store_explicit(&real_dlsym, f, memory_order_release);
+        atomic_store_explicit(&libc_dlsym, f, memory_order_release);
+    return f;
+}
+
+static uc_dlsym_fn pass_fn(void)
+{
+    uc_dlsym_fn f = atomic_load_explicit(&next_dlsym, memory_order_acquire), libc;
+    if (f || !(libc = real_fn()))
+        return f;
+    void *p = libc(RTLD_NEXT, "dlsym"); /* the caller is this library: the first definition after it */
+    if (p)
+        memcpy(&f, &p, sizeof f);
+    else
+        f = libc;
+    atomic_store_explicit(&next_dlsym, f, memory_order_release);
     return f;
 }
 
@@ -212,11 +230,11 @@ UC_EXPORT int ucudnn_debug_dlsym_early(void)
 __attribute__((visibility("hidden"), used)) void *uc_dlsym_route(void *handle, const char *name, void **answer)
 {
     *answer = NULL;
-    uc_dlsym_fn f = real_fn();
-    if (!f)
+    uc_dlsym_fn f = real_fn(), next = pass_fn();
+    if (!f || !next)
         return NULL; /* never seen: glibc always has one; dlsym then answers NULL */
     void *jump;
-    memcpy(&jump, &f, sizeof jump);
+    memcpy(&jump, &next, sizeof jump);
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name || uc_guard)
         return jump;
     int i = uc_hook_index(name);

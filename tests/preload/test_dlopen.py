@@ -219,6 +219,7 @@ def test_ctypes_lookups_on_cudnn_are_hooked_and_unhooked_cdll_is_not(tmp_path: P
 def probe(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dlsym_probe")
     shared = ("-fPIC", "-shared")
+    compile_c(C_DIR / "dlsym_counter.c", output=out / "libdlsym_counter.so", link_cudnn=False, extra=shared)
     compile_c(C_DIR / "dlsym_next.c", output=out / "libnext_a.so", link_cudnn=False, extra=(*shared, '-DWHO="a"'))
     compile_c(C_DIR / "dlsym_next.c", output=out / "libnext_b.so", link_cudnn=False, extra=(*shared, '-DWHO="b"'))
     compile_c(C_DIR / "dlsym_early.c", output=out / "libearly.so", link_cudnn=False,
@@ -240,15 +241,21 @@ def preload_o0(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(lib)
 
 
-@pytest.mark.parametrize("preload", ["none", "built", "O0"])
+@pytest.mark.parametrize("preload", ["none", "built", "O0", "chained"])
 def test_rtld_next_versions_threads_and_early_lookups(probe: Path, preload_o0: Path, preload: str) -> None:
     env = base_env()
     if preload != "none":
         env["LD_PRELOAD"] = str(preload_o0 if preload == "O0" else _paths.PRELOAD)
+    if preload == "chained":  # another interposer after ours still gets the lookups that pass through ours
+        env["LD_PRELOAD"] += f" {probe.with_name('libdlsym_counter.so')}"
     proc = subprocess.run([str(probe), "8", "2000"], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
-    assert r["next"] == "b"  # libnext_a's RTLD_NEXT lookup found what follows libnext_a
+    if preload == "chained":
+        assert r["chained"] > 8 * 2000, r  # at least the threads' unhooked and RTLD_NEXT lookups
+    else:
+        assert r["chained"] == -1
+        assert r["next"] == "b"  # libnext_a's RTLD_NEXT lookup found what follows libnext_a
     hooked = "cudnn" if preload == "none" else "hook"
     for answers in (r["v2_2_5"], r["v2_34"], r["threads"]["answers"], r["early"]["answers"]):
         assert answers == [hooked, "cudnn"], r

@@ -5,11 +5,12 @@
  *   next:     what libnext_a's dlsym(RTLD_NEXT, "probe_where") found ("b" is right: after the caller, libnext_a);
  *   v2_2_5, v2_34: cudnnConvolutionForward (hooked) and cudnnCreate (not) looked up on cuDNN's handle through
  *             references bound to dlsym@GLIBC_2.2.5 (binaries built before glibc 2.34) and dlsym@GLIBC_2.34;
- *   threads:  threads=T threads each making iters=N rounds of those lookups and the RTLD_NEXT one at once; the
- *             answers that differed from the first ones (0 is right);
+ *   threads:  THREADS threads (argument 1, 8) each making ITERS rounds (argument 2, 2000) of those lookups and the
+ *             RTLD_NEXT one at once; the answers that differed from the main thread's (0 is right);
  *   early:    what libearly's constructor got before the preload library's constructors ran, the status of a call
  *             through its cudnnConvolutionForward with NULL arguments (the real library's refusal either way), and
  *             the preload library's count of lookups it answered before its constructors (ucudnn_debug_dlsym_early);
+ *   chained:  the lookups another dlsym interposer preloaded after this one saw (dlsym_counter.c), -1 without it;
  *   stats:    the preload library's counters, when it is loaded.
  * Answers are "hook" (they lie in the object exporting ucudnn_version: the preload library), "cudnn" (in the
  * dlopened library), "null" or "other". Prints one JSON object. x86-64 with glibc >= 2.34 (the versioned references).
@@ -46,6 +47,7 @@ static const char *kind(void *p)
 }
 
 static void *expect_hooked, *expect_unhooked;
+static const char *expect_next;
 static int iters;
 
 static void *worker(void *arg)
@@ -55,7 +57,7 @@ static void *worker(void *arg)
         bad += dlsym(cudnn, "cudnnConvolutionForward") != expect_hooked;
         bad += dlsym_v2_2_5(cudnn, "cudnnConvolutionForward") != expect_hooked;
         bad += dlsym(cudnn, "cudnnCreate") != expect_unhooked;
-        bad += strcmp(probe_next_from_a(), "b") != 0;
+        bad += strcmp(probe_next_from_a(), expect_next) != 0;
     }
     *(long *)arg = bad;
     return NULL;
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
     }
     cudnn_path = map->l_name;
 
-    printf("{\"next\":\"%s\"", probe_next_from_a());
+    expect_next = probe_next_from_a();
+    printf("{\"next\":\"%s\"", expect_next);
     printf(",\"v2_2_5\":[\"%s\",\"%s\"]", kind(dlsym_v2_2_5(cudnn, "cudnnConvolutionForward")),
            kind(dlsym_v2_2_5(cudnn, "cudnnCreate")));
     printf(",\"v2_34\":[\"%s\",\"%s\"]", kind(dlsym_v2_34(cudnn, "cudnnConvolutionForward")),
@@ -107,6 +110,8 @@ int main(int argc, char **argv)
            kind(probe_early(0)), fwd ? fwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL) : -1,
            early_count ? early_count() : -1);
 
+    int (*chained)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "dlsym_counter_calls");
+    printf(",\"chained\":%d", chained ? chained() : -1);
     size_t (*stats)(char *, size_t) = (size_t(*)(char *, size_t))dlsym(RTLD_DEFAULT, "ucudnn_stats_json");
     static char buf[1 << 16];
     if (stats && stats(buf, sizeof buf) < sizeof buf)
