@@ -380,7 +380,10 @@ __attribute__((destructor)) static void at_exit(void)
     size_t run_pid = uc_cfg_run_pid();
     if (!saw_calls && run_pid && run_pid == (size_t)getpid())
         uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld); "
-               "child processes report their own. Programs that load libcudnn privately (e.g. ctypes without "
-               "ucudnn.cudnn.load) or static builds cannot be seen: see the README, \"When ucudnn sees nothing\"",
+               "child processes report their own. A build without cuDNN (CPU only), a statically linked cuDNN"
+#if !defined(__x86_64__)
+               ", a framework that dlopens cuDNN (JAX, TensorFlow, ONNX Runtime, Paddle: reached on x86-64 only)"
+#endif
+               " or functions taken with dlvsym cannot be seen: see the README, \"When ucudnn sees nothing\"",
                (long)getpid());
 }
