@@ -72,6 +72,11 @@ int main(int argc, char **argv) {
              !cudnnSetConvolutionNdDescriptor(c, 2, zero, one, one, 1, 0);
     float xs[2] = {1, 2}, ws[1] = {3}, ys[2], alpha = 1, beta = 0;
     if (!ok || !direct) { fprintf(stderr, "setup failed\n"); return 2; }
+    Dl_info d, shim;
+    if (dladdr((void *)direct, &d) && dladdr((void *)set_planner, &shim) && d.dli_fbase == shim.dli_fbase) {
+        fprintf(stderr, "the direct pointer is the preload library's hook\n");
+        return 2;
+    }
     for (int i = 0; i < 1000; i++) { /* plans, then warms both paths */
         if (cudnnConvolutionForward(h, &alpha, x, xs, w, ws, c, 0, NULL, 0, &beta, y, ys) ||
             direct(h, &alpha, x, xs, w, ws, c, 0, NULL, 0, &beta, y, ys)) {

@@ -1,10 +1,11 @@
 /*
  * dlsym, interposed: the door of frameworks that load cuDNN privately (JAX/XLA, TensorFlow, ONNX Runtime,
  * PaddlePaddle: dlopen(RTLD_LOCAL), then dlsym(handle, name) for every function), which plain LD_PRELOAD never
- * sees. A lookup of a hooked name whose real answer is the very function the shim forwards that hook to returns
- * the hook instead; the real answer is recorded (it is also how the resolver learns which library the framework
- * loaded). Every other lookup is the real dlsym, entered by a tail jump from the assembly entry below, so the
- * caller's return address -- what dlsym(RTLD_NEXT, ...) is relative to -- is untouched at any optimisation level.
+ * sees. A lookup of a hooked name whose real answer is the very function the shim forwards that hook to (the
+ * resolver's table) returns the hook instead, which calls that function. The first answer found in a
+ * libcudnn.so* file is recorded: that is how the resolver learns which library the framework loaded. Every other
+ * lookup is the real dlsym, entered by a tail jump from the assembly entry below, so the caller's return address
+ * -- what dlsym(RTLD_NEXT, ...) is relative to -- is untouched at any optimisation level.
  *
  * Passed through without a look: RTLD_DEFAULT and RTLD_NEXT (they already find the hooks, or must not), names
  * that are not hooked, and every lookup a thread makes while the shim is calling the real library (cuDNN 9's
@@ -23,7 +24,6 @@
  */
 #define UC_DLSYM_IMPL /* this file calls libc's dlsym where nothing is interposed */
 #include <dlfcn.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "uc_internal.h"
@@ -107,16 +107,6 @@ static const size_t hook_fields[] = {
 #undef UC_FIELD_AT
 };
 
-int uc_hook_count(void)
-{
-    return UC_NHOOKS;
-}
-
-const char *uc_hook_name(int i)
-{
-    return i >= 0 && i < UC_NHOOKS ? hook_names[i] : NULL;
-}
-
 static const unsigned char hook_lengths[] = {
 #define UC_LENGTH(ret, name, params, args) sizeof #name - 1,
 #define UC_EXEC UC_LENGTH
@@ -129,7 +119,8 @@ static const unsigned char hook_lengths[] = {
 #undef UC_LENGTH
 };
 
-int uc_hook_index(const char *name)
+/* hooks.def's index of a hooked name, -1 if `name` is not hooked. */
+static int hook_index(const char *name)
 {
     /* Most lookups in a process are not cuDNN's: one comparison turns them away; most of cuDNN's 240-odd names
      * are not hooked: their length turns them away from all but a few. */
@@ -142,7 +133,8 @@ int uc_hook_index(const char *name)
     return -1;
 }
 
-void *uc_real_hook(const uc_real_table *r, int i)
+/* Table r's real function for hook i (NULL if absent). */
+static void *real_hook(const uc_real_table *r, int i)
 {
     void *fn;
     memcpy(&fn, (const char *)r + hook_fields[i], sizeof fn);
@@ -189,7 +181,7 @@ static atomic_int other_copy_said;
 static void *redirect(int i, void *sym)
 {
     const uc_real_table *r = uc_real_found();
-    if (r && uc_real_hook(r, i) == sym) /* the common case once resolved: no dladdr (never ours: see fill_from) */
+    if (r && real_hook(r, i) == sym) /* the common case once resolved: no dladdr (never ours: see fill_from) */
         return uc_hook_address(i);
     Dl_info info;
     if (!dladdr(sym, &info) || info.dli_fbase == self_base() || !info.dli_fname ||
@@ -201,7 +193,7 @@ static void *redirect(int i, void *sym)
         r = uc_real_try();
         if (!r || !r->found)
             return NULL;
-        if (uc_real_hook(r, i) == sym)
+        if (real_hook(r, i) == sym)
             return uc_hook_address(i);
     }
     UC_COUNT(dlsym_other_cudnn, 1);
@@ -237,7 +229,7 @@ __attribute__((visibility("hidden"), used)) void *uc_dlsym_route(void *handle, c
     memcpy(&jump, &next, sizeof jump);
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name || uc_guard)
         return jump;
-    int i = uc_hook_index(name);
+    int i = hook_index(name);
     if (i < 0)
         return jump;
     void *sym = f(handle, name), *hook = sym ? redirect(i, sym) : NULL;

@@ -83,14 +83,9 @@ void *uc_dlsym(void *handle, const char *name);
 #ifndef UC_DLSYM_IMPL
 void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks symbols up with uc_dlsym")));
 #endif
-/* Hooks by index (hooks.def order of its UC_EXEC, UC_QUERY and UC_BACKEND entries). */
-int uc_hook_count(void);
-int uc_hook_index(const char *name); /* -1 if `name` is not hooked */
-const char *uc_hook_name(int i);
-/* Hook i's own entry point (a hidden alias: never another object's definition of the name). uc_control.c */
+/* Hook i's own entry point, i in hooks.def's order of its UC_EXEC, UC_QUERY and UC_BACKEND entries (a hidden
+ * alias: never another object's definition of the name). uc_control.c */
 void *uc_hook_address(int i);
-/* Table r's real function for hook i (NULL if absent). */
-void *uc_real_hook(const uc_real_table *r, int i);
 /* A real function an intercepted dlsym found in a libcudnn.so* library (the first recorded), else NULL: where
  * the resolver learns which library a framework that dlopens cuDNN loaded. */
 void *uc_dlsym_recorded(void);
