@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from ucudnn import _paths
+from ucudnn.bench._cprogram import compile_program
 
 C_SOURCE = r"""
 #define _GNU_SOURCE
@@ -67,17 +67,12 @@ KINDS = (
 
 def measure(runs: int, iters: int) -> dict[str, object]:
     """Build and run the program; returns per kind the ns per lookup alone and preloaded (medians, and every run)."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        raise SystemExit(f"dlsym_overhead: no C compiler ({cc})")
     host = _paths.require(_paths.HOST_CUDNN)
     preload = _paths.require(_paths.PRELOAD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
     samples: dict[str, list[list[float]]] = {"alone": [], "preloaded": []}
     with tempfile.TemporaryDirectory(prefix="ucudnn-dlsym-") as tmp:
-        src, exe = Path(tmp) / "dlsym.c", Path(tmp) / "dlsym"
-        src.write_text(C_SOURCE, encoding="utf-8")
-        subprocess.run([cc, "-O2", "-o", str(exe), str(src), "-ldl"], check=True)
+        exe = compile_program("dlsym_overhead", C_SOURCE, Path(tmp), "-ldl")
         for _ in range(runs):
             for side in ("alone", "preloaded"):
                 run_env = dict(env, LD_PRELOAD=str(preload)) if side == "preloaded" else env

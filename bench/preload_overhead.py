@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ucudnn import _paths
+from ucudnn.bench._cprogram import compile_program
 
 # Self-contained (an installed wheel has no headers): opaque pointers, and only the calls the program makes.
 C_SOURCE = r"""
@@ -106,28 +106,11 @@ int main(int argc, char **argv) {
 
 def measure(rounds: int, iters: int) -> dict[str, object]:
     """Build and run the program; returns per-round (direct_ns, hooked_ns) and the medians."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        raise SystemExit(f"preload_overhead: no C compiler ({cc})")
     host = _paths.require(_paths.HOST_CUDNN)
     preload = _paths.require(_paths.PRELOAD)
     with tempfile.TemporaryDirectory(prefix="ucudnn-overhead-") as tmp:
-        src, exe = Path(tmp) / "overhead.c", Path(tmp) / "overhead"
-        src.write_text(C_SOURCE, encoding="utf-8")
-        subprocess.run(
-            [
-                cc,
-                "-O2",
-                "-o",
-                str(exe),
-                str(src),
-                f"-L{host.parent}",
-                "-l:libcudnn.so.9",
-                f"-Wl,-rpath,{host.parent}",
-                "-ldl",
-            ],
-            check=True,
-        )
+        link = (f"-L{host.parent}", "-l:libcudnn.so.9", f"-Wl,-rpath,{host.parent}", "-ldl")
+        exe = compile_program("preload_overhead", C_SOURCE, Path(tmp), *link)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
         env["LD_PRELOAD"] = str(preload)
         # The host backend's BLAS threads are idle for this 1x1 convolution but would compete for cores.

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ._probe import probe_reason
+
 pytestmark = pytest.mark.gpu
 
 SCRIPT = r"""
@@ -42,11 +44,7 @@ json.dump({"loss": float(v), "grads": [float(jnp.linalg.norm(d)) for d in g],
 
 def _jax_gpu_reason() -> str | None:
     probe = "import jax, sys; sys.exit(0 if any(d.platform == 'gpu' for d in jax.devices()) else 3)"
-    try:
-        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot run python: {exc}"
-    return None if proc.returncode == 0 else "JAX with its CUDA plugin (a GPU backend) is not installed"
+    return probe_reason(probe, "JAX with its CUDA plugin (a GPU backend) is not installed")
 
 
 def run_step(tmp_path: Path, name: str, ucudnn_args: list[str] | None) -> tuple[dict[str, Any], dict[str, Any]]:
