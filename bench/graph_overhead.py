@@ -49,9 +49,10 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
 
     import numpy as np
 
+    from ucudnn.cudnn import UnhookedCDLL
     from ucudnn.graph_api import Backend, ConvGraph
 
-    real = ctypes.CDLL(str(_paths.HOST_CUDNN))
+    real = UnhookedCDLL(str(_paths.HOST_CUDNN))  # a plain CDLL's lookups would give the hooks
     hooked_api, real_api = Backend(ctypes.CDLL(None)), Backend(real)
     handle = ctypes.c_void_p()
     assert real.cudnnCreate(ctypes.byref(handle)) == 0

@@ -5,7 +5,8 @@
 A small C program (compiled here with the system C compiler against the host backend) runs one tiny
 convolution two ways in one process, side by side: through the exported symbol, which LD_PRELOAD binds to
 ``libucudnn.so`` (descriptor reads, one cache lookup, one micro-batch with prebuilt descriptors), and through a
-pointer to the real function taken with ``dlopen(RTLD_NOLOAD)`` + ``dlsym`` (no shim). The program registers a
+pointer to the real function taken with ``dlopen(RTLD_NOLOAD)`` + ``ucudnn_dlsym_unhooked`` (no shim: a plain
+``dlsym`` would give the hook). The program registers a
 one-micro-batch plan with the same algorithm, so both paths do the same convolution. Rounds alternate the
 order; the figure is the median over rounds of the per-call difference, in nanoseconds.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ucudnn import _paths
+from ucudnn.bench._cprogram import compile_program
 
 # Self-contained (an installed wheel has no headers): opaque pointers, and only the calls the program makes.
 C_SOURCE = r"""
@@ -55,7 +56,12 @@ int main(int argc, char **argv) {
     int (*set_planner)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "ucudnn_set_planner");
     if (!set_planner) { fprintf(stderr, "libucudnn.so is not preloaded\n"); return 2; }
     set_planner((void *)planner);
-    fwd_t direct = (fwd_t)dlsym(dlopen("libcudnn.so.9", RTLD_NOLOAD | RTLD_LAZY), "cudnnConvolutionForward");
+    /* The preload library interposes dlsym: a plain lookup on cuDNN's handle would give its hook. */
+    void *(*unhooked)(void *, const char *) =
+        (void *(*)(void *, const char *))dlsym(RTLD_DEFAULT, "ucudnn_dlsym_unhooked");
+    void *cudnn = dlopen("libcudnn.so.9", RTLD_NOLOAD | RTLD_LAZY);
+    fwd_t direct = (fwd_t)(unhooked ? unhooked(cudnn, "cudnnConvolutionForward")
+                                    : dlsym(cudnn, "cudnnConvolutionForward"));
     H h, x, y, w, c;
     int dims[4] = {2, 1, 1, 1}, strides[4] = {1, 1, 1, 1}, one[2] = {1, 1}, zero[2] = {0, 0};
     int ok = !cudnnCreate(&h) && !cudnnCreateTensorDescriptor(&x) && !cudnnCreateTensorDescriptor(&y) &&
@@ -66,6 +72,11 @@ int main(int argc, char **argv) {
              !cudnnSetConvolutionNdDescriptor(c, 2, zero, one, one, 1, 0);
     float xs[2] = {1, 2}, ws[1] = {3}, ys[2], alpha = 1, beta = 0;
     if (!ok || !direct) { fprintf(stderr, "setup failed\n"); return 2; }
+    Dl_info d, shim;
+    if (dladdr((void *)direct, &d) && dladdr((void *)set_planner, &shim) && d.dli_fbase == shim.dli_fbase) {
+        fprintf(stderr, "the direct pointer is the preload library's hook\n");
+        return 2;
+    }
     for (int i = 0; i < 1000; i++) { /* plans, then warms both paths */
         if (cudnnConvolutionForward(h, &alpha, x, xs, w, ws, c, 0, NULL, 0, &beta, y, ys) ||
             direct(h, &alpha, x, xs, w, ws, c, 0, NULL, 0, &beta, y, ys)) {
@@ -95,28 +106,11 @@ int main(int argc, char **argv) {
 
 def measure(rounds: int, iters: int) -> dict[str, object]:
     """Build and run the program; returns per-round (direct_ns, hooked_ns) and the medians."""
-    cc = os.environ.get("CC", "cc")
-    if shutil.which(cc) is None:
-        raise SystemExit(f"preload_overhead: no C compiler ({cc})")
     host = _paths.require(_paths.HOST_CUDNN)
     preload = _paths.require(_paths.PRELOAD)
     with tempfile.TemporaryDirectory(prefix="ucudnn-overhead-") as tmp:
-        src, exe = Path(tmp) / "overhead.c", Path(tmp) / "overhead"
-        src.write_text(C_SOURCE, encoding="utf-8")
-        subprocess.run(
-            [
-                cc,
-                "-O2",
-                "-o",
-                str(exe),
-                str(src),
-                f"-L{host.parent}",
-                "-l:libcudnn.so.9",
-                f"-Wl,-rpath,{host.parent}",
-                "-ldl",
-            ],
-            check=True,
-        )
+        link = (f"-L{host.parent}", "-l:libcudnn.so.9", f"-Wl,-rpath,{host.parent}", "-ldl")
+        exe = compile_program("preload_overhead", C_SOURCE, Path(tmp), *link)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
         env["LD_PRELOAD"] = str(preload)
         # The host backend's BLAS threads are idle for this 1x1 convolution but would compete for cores.

@@ -1,9 +1,11 @@
 /*
  * The exported entry points: the hooked cudnn* functions (generated from hooks.def) and the ucudnn_* control API.
  *
- * Every hook goes through the same gate: the real function resolved (else the status cuDNN gives without its
- * libraries), the per-thread guard (the shim's own calls into the real library or the planner are never
- * intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper.
+ * Every hook goes through the same gate: the real function resolved (else the caller's own definition of the name,
+ * which is what it would have called without us -- TensorFlow's stubs, which load cuDNN themselves -- else the
+ * status cuDNN gives without its libraries), the per-thread guard (the shim's own calls into the real library or
+ * the planner are never intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper. The
+ * entries are also what an intercepted dlsym answers (uc_dlsym.c), through hidden aliases.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -41,7 +43,18 @@ uc_stats uc_stat;
             UC_COUNT(missing_real, 1);                                                                          \
             if (kind == 1)                                                                                      \
                 UC_COUNT(passthrough, 1);                                                                       \
-            return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                      \
+            void *own = uc_callers_own(#name, __builtin_return_address(0));                                     \
+            if (!own) {                                                                                         \
+                if (!r->found)                                                                                  \
+                    uc_real_missing();                                                                          \
+                return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                  \
+            }                                                                                                   \
+            ret(*fn) params;                                                                                    \
+            memcpy(&fn, &own, sizeof fn);                                                                       \
+            uc_guard++;                                                                                         \
+            ret rv = fn args;                                                                                   \
+            uc_guard--;                                                                                         \
+            return rv;                                                                                          \
         }                                                                                                       \
         if (!r->descriptors || uc_cfg_disabled()) {                                                             \
             if (kind == 1)                                                                                      \
@@ -52,12 +65,35 @@ uc_stats uc_stat;
             return rv;                                                                                          \
         }                                                                                                       \
         return uc_hook_##name args;                                                                             \
-    }
+    }                                                                                                           \
+    ret uc_self_##name params __attribute__((alias(#name), visibility("hidden")));
 #define UC_EXEC(ret, name, params, args) UC_GATE(1, ret, name, params, args)
 #define UC_QUERY(ret, name, params, args) UC_GATE(0, ret, name, params, args)
 #define UC_BACKEND(ret, name, params, args) UC_GATE(2, ret, name, params, args)
 #include "hooks.def"
 #undef UC_GATE
+
+/* What an intercepted dlsym answers for hook i: our own entry, by a hidden alias (taking the exported name's
+ * address would go through the GOT, which another object defining the name could own). */
+void *uc_hook_address(int i)
+{
+    typedef void (*entry)(void);
+    static const entry entries[] = {
+#define UC_ENTRY(ret, name, params, args) (entry)uc_self_##name,
+#define UC_EXEC UC_ENTRY
+#define UC_QUERY UC_ENTRY
+#define UC_BACKEND UC_ENTRY
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_BACKEND
+#undef UC_ENTRY
+    };
+    void *p = NULL;
+    if (i >= 0 && i < (int)(sizeof entries / sizeof entries[0]))
+        memcpy(&p, &entries[i], sizeof p);
+    return p;
+}
 
 /* ---- the calling thread's last plan ---- */
 
@@ -192,6 +228,8 @@ static char *stats_text(void)
                  (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6);
     FIELD(plan_evictions);
     FIELD(startup_passthrough);
+    FIELD(dlsym_hooked);
+    FIELD(dlsym_other_cudnn);
 #undef FIELD
     uc_sb_printf(&sb, "\"plan_cache_entries\":%d,", uc_cache_entries());
     pthread_mutex_lock(&division_lock);
@@ -342,7 +380,10 @@ __attribute__((destructor)) static void at_exit(void)
     size_t run_pid = uc_cfg_run_pid();
     if (!saw_calls && run_pid && run_pid == (size_t)getpid())
         uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld); "
-               "child processes report their own. Programs that load libcudnn privately (e.g. ctypes without "
-               "ucudnn.cudnn.load) or static builds cannot be seen: see the README, \"When ucudnn sees nothing\"",
+               "child processes report their own. A build without cuDNN (CPU only), a statically linked cuDNN"
+#if !defined(__x86_64__)
+               ", a framework that dlopens cuDNN (JAX, TensorFlow, ONNX Runtime, Paddle: reached on x86-64 only)"
+#endif
+               " or functions taken with dlvsym cannot be seen: see the README, \"When ucudnn sees nothing\"",
                (long)getpid());
 }

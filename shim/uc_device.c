@@ -52,7 +52,7 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
 static void *sym(void *handle, const char *name)
 {
-    return handle ? dlsym(handle, name) : NULL;
+    return handle ? uc_dlsym(handle, name) : NULL;
 }
 
 static void find_driver(void)

@@ -10,6 +10,7 @@
 #ifndef UC_INTERNAL_H
 #define UC_INTERNAL_H
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -41,7 +42,7 @@ typedef struct {
 #undef UC_REAL
 #undef UC_OPT
 #undef UC_FIELD
-    int found;        /* a real library was found (some hooked function resolved) */
+    int found;        /* a real library was found (cudnnConvolutionForward resolved) */
     int descriptors;  /* every UC_REAL function resolved: keys can be read and descriptors cloned */
     int major;        /* cuDNN major version of the real library (9 if unknown) */
     size_t version;   /* cudnnGetVersion() of the real library, 0 if unknown */
@@ -54,10 +55,40 @@ typedef struct {
  * virtual environment, a reinstall) get the same identity. */
 void uc_library_build(const char *path, char *out, size_t len);
 
-/* The real functions, resolved once (pthread_once) at the first call. Never NULL; fields may be. */
+/* The real functions, resolved at the first call and, while no real library is found, again at later calls (a
+ * framework may load cuDNN after its first hooked call: TensorFlow's stubs); once found, never again. Never
+ * NULL; fields may be. */
 const uc_real_table *uc_real(void);
 /* The table when something has already looked the real library up, else NULL (nothing is looked up). */
 const uc_real_table *uc_real_if_resolved(void);
+/* uc_real() without waiting: NULL while another thread is resolving (the intercepted dlsym never blocks on it). */
+const uc_real_table *uc_real_try(void);
+/* The table if a real library has been found, else NULL (nothing is looked up). */
+const uc_real_table *uc_real_found(void);
+/* Say (once) that a call fails for want of a real library, and where it was looked for. */
+void uc_real_missing(void);
+/* The hooked function `name`'s definition as its caller would have bound it without the preload library (the
+ * calling object's own or its dependencies'), when the real library is not found: TensorFlow's exported stubs,
+ * which load cuDNN themselves. NULL if none, or if it is ours. `caller`: a return address into the caller. */
+void *uc_callers_own(const char *name, const void *caller);
+
+/* ---- dlsym (uc_dlsym.c) ---- */
+
+/*
+ * The real dlsym (libc's, found with dlvsym(RTLD_NEXT)). Every lookup the shim makes itself goes through it: the
+ * exported dlsym would hand the shim its own hooks back. Declared below with an error attribute, so a plain
+ * dlsym call in the shim does not compile (uc_dlsym.c, which defines the interposer, is the one exception).
+ */
+void *uc_dlsym(void *handle, const char *name);
+#ifndef UC_DLSYM_IMPL
+void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks symbols up with uc_dlsym")));
+#endif
+/* Hook i's own entry point, i in hooks.def's order of its UC_EXEC, UC_QUERY and UC_BACKEND entries (a hidden
+ * alias: never another object's definition of the name). uc_control.c */
+void *uc_hook_address(int i);
+/* A real function an intercepted dlsym found in a libcudnn.so* library (the first recorded), else NULL: where
+ * the resolver learns which library a framework that dlopens cuDNN loaded. */
+void *uc_dlsym_recorded(void);
 
 /*
  * Per-thread guard: > 0 while this thread is inside the shim's own calls into the real library or the planner.
@@ -408,6 +439,8 @@ typedef struct {
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
         graph_micro_batches, graph_verified, graph_rejected_by_measurement, plan_evictions, startup_passthrough,
+        /* dlsym lookups of hooked names answered with the hook; found in another copy of cuDNN (passed through) */
+        dlsym_hooked, dlsym_other_cudnn,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
          * undivided choices in the same workspaces, the largest workspace a plan ran in */
         divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;

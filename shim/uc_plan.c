@@ -381,8 +381,8 @@ void uc_backend_id(char *buf, size_t len)
     char device[256] = "host";
     void *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
     if (cuda) {
-        int (*ctx_device)(int *) = (int (*)(int *))dlsym(cuda, "cuCtxGetDevice");
-        int (*device_name)(char *, int, int) = (int (*)(char *, int, int))dlsym(cuda, "cuDeviceGetName");
+        int (*ctx_device)(int *) = (int (*)(int *))uc_dlsym(cuda, "cuCtxGetDevice");
+        int (*device_name)(char *, int, int) = (int (*)(char *, int, int))uc_dlsym(cuda, "cuDeviceGetName");
         int dev = 0;
         if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
             snprintf(device, sizeof device, "cuda-unknown");

@@ -54,14 +54,14 @@ ucudnn_recorder_fn uc_get_recorder(void)
 
 static void python_import(void)
 {
-    int (*finalizing)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+    int (*finalizing)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
     if (!finalizing)
-        finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
-    int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
-    void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
-    void *(*import)(const char *) = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "PyImport_ImportModule");
-    void (*decref)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
-    void (*print_error)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Print");
+        finalizing = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+    int (*ensure)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))uc_dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    void *(*import)(const char *) = (void *(*)(const char *))uc_dlsym(RTLD_DEFAULT, "PyImport_ImportModule");
+    void (*decref)(void *) = (void (*)(void *))uc_dlsym(RTLD_DEFAULT, "Py_DecRef");
+    void (*print_error)(void) = (void (*)(void))uc_dlsym(RTLD_DEFAULT, "PyErr_Print");
     if (finalizing && finalizing())
         return;
     if (!ensure || !release || !import || !decref) {
@@ -95,7 +95,7 @@ static void embedded_planner(void)
     }
     /* RTLD_GLOBAL: the interpreter it starts loads extension modules that expect libpython's symbols there. */
     void *handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    int (*init)(void) = handle ? (int (*)(void))dlsym(handle, "ucudnn_embedded_planner_init") : NULL;
+    int (*init)(void) = handle ? (int (*)(void))uc_dlsym(handle, "ucudnn_embedded_planner_init") : NULL;
     if (!init) {
         uc_log(UC_LOG_WARNING, "cannot use the embedded planner %s: %s", path, dlerror());
         return;
@@ -107,7 +107,7 @@ static void embedded_planner(void)
 
 static void bootstrap(void)
 {
-    int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    int (*initialized)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     uc_guard++;
     if (initialized && initialized())
         python_import();
@@ -120,8 +120,8 @@ static void bootstrap(void)
  * the GIL: the starting thread would wait for it in turn). Unknown counts as held. */
 static int may_hold_gil(void)
 {
-    int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-    int (*check)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+    int (*initialized)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    int (*check)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "PyGILState_Check");
     return initialized && initialized() && (!check || check());
 }
 

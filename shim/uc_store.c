@@ -95,7 +95,7 @@ static void load_sqlite(void)
         {(void **)&sq.finalize, "sqlite3_finalize"},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
+        *syms[i].slot = uc_dlsym(h, syms[i].name);
         if (!*syms[i].slot) {
             uc_log(UC_LOG_DEBUG, "no stored plans: libsqlite3.so.0 lacks %s", syms[i].name);
             return; /* the handle stays open: harmless, and never closed under another thread */

@@ -37,4 +37,7 @@ size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len);
 /* Backend descriptors recorded now (each dropped when its descriptor is destroyed). */
 size_t ucudnn_debug_graph_records(void);
 
+/* dlsym lookups answered with a hook before the preload library's constructors ran (uc_dlsym.c). */
+int ucudnn_debug_dlsym_early(void);
+
 #endif /* UCUDNN_DEBUG_H */

@@ -252,7 +252,11 @@ class Raw:
         restype, argtypes = PROTOS[name]
         lib = self._hooks if (self._hooks is not None and name in HOOKED) else self._real
         # A private function object per binding: setting argtypes on lib.<name> would change it for every user
-        # of that CDLL.
-        fn = ctypes.CFUNCTYPE(restype, *argtypes)((name, lib))
+        # of that CDLL. Its address comes from lib[name], so a CDLL that chooses its symbols (cudnn.UnhookedCDLL)
+        # is obeyed.
+        address = ctypes.cast(lib[name], ctypes.c_void_p).value
+        if address is None:
+            raise AttributeError(f"{name} resolves to NULL")
+        fn = ctypes.CFUNCTYPE(restype, *argtypes)(address)
         setattr(self, name, fn)
         return fn

@@ -760,18 +760,41 @@ def preloaded_shim() -> ctypes.CDLL | None:
     return None
 
 
+class UnhookedCDLL(ctypes.CDLL):
+    """A ``ctypes.CDLL`` whose functions are the library's own even under the preload library.
+
+    The preload library interposes ``dlsym`` (on x86-64), so ``ctypes.CDLL(libcudnn).cudnnConvolutionForward``
+    is its hook there, as it is for a framework that dlopens cuDNN. Lookups on this object go through
+    ``ucudnn_dlsym_unhooked`` instead when the preload library is loaded; elsewhere they are plain lookups.
+    """
+
+    def __init__(self, name: str, mode: int = ctypes.DEFAULT_MODE) -> None:
+        super().__init__(name, mode=mode)
+        shim = preloaded_shim()
+        self._unhooked: Any = getattr(shim, "ucudnn_dlsym_unhooked", None) if shim is not None else None
+        if self._unhooked is not None:
+            self._unhooked.restype = ctypes.c_void_p
+            self._unhooked.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+
+    def __getitem__(self, name_or_ordinal: Any) -> Any:
+        if self._unhooked is not None and isinstance(name_or_ordinal, str):
+            address = self._unhooked(self._handle, name_or_ordinal.encode())
+            if address:
+                return self._FuncPtr(address)
+        return super().__getitem__(name_or_ordinal)
+
+
 def load(path: str | Path | None = None, hooks: str | Path | None = None, *, through_preload: bool = True) -> Cudnn:
     """A Cudnn over the library at ``path`` (default: the built host backend), hooks from ``hooks`` if given.
 
-    A library loaded through ctypes is called by its own symbols, which ``LD_PRELOAD`` does not interpose; so
-    under the preload library (``ucudnn run``) and without ``hooks``, the hooked calls go to the preload library,
-    as a framework's would (``through_preload=False``: straight to ``path``).
+    Under the preload library (``ucudnn run``) and without ``hooks``, the hooked calls go to the preload library,
+    as a framework's would; ``through_preload=False``: straight to ``path`` (an :class:`UnhookedCDLL`).
     """
     if path is None:
         from ucudnn import _paths
 
         path = _paths.require(_paths.HOST_CUDNN)
-    real = ctypes.CDLL(str(path))
+    real = UnhookedCDLL(str(path))
     if hooks is not None:
         return Cudnn(real, ctypes.CDLL(str(hooks)))
     return Cudnn(real, preloaded_shim() if through_preload else None)

@@ -5,9 +5,10 @@ Two files are generated into a scratch directory for each build, never into the 
 * ``uc_config_gen.h``: the C table of every ``UCUDNN_*`` variable, from ``ucudnn/config.py`` (loaded by path:
   it imports only the standard library), so the shim parses exactly what Python parses;
 * ``libucudnn.map``: the linker version script. It exports, unversioned (an anonymous version node, because a
-  private version would stop the hooks from satisfying ``cudnn...@libcudnn.so.9`` references), exactly the
-  ``UC_EXEC``/``UC_QUERY`` names of ``shim/hooks.def`` and the ``ucudnn_*`` functions of the public header
-  and the debug header.
+  private version would stop the hooks from satisfying ``cudnn...@libcudnn.so.9`` references, and the dlsym
+  interposer from satisfying ``dlsym@GLIBC_2.2.5``/``@GLIBC_2.34``), exactly the ``UC_EXEC``/``UC_QUERY``/
+  ``UC_BACKEND`` names of ``shim/hooks.def``, its ``UC_LIBC`` names where the target has their assembly entry
+  (``dlsym``: x86-64), and the ``ucudnn_*`` functions of the public header and the debug header.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from native import INCLUDE, ROOT, SHIM, link_shared
+from native import INCLUDE, ROOT, SHIM, compiler, link_shared
 
 LIBRARY = "libucudnn.so"
 HOOKS_DEF = SHIM / "hooks.def"
@@ -36,6 +37,30 @@ def hook_names() -> list[str]:
     return re.findall(r"^UC_(?:EXEC|QUERY|BACKEND)\(\s*[^,]+,\s*(\w+)\s*,", text, flags=re.MULTILINE)
 
 
+def libc_names() -> list[str]:
+    """The libc functions the library interposes (hooks.def's UC_LIBC entries), whatever the target."""
+    text = re.sub(r"/\*.*?\*/", " ", HOOKS_DEF.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return re.findall(r"^UC_LIBC\(\s*[^,]+,\s*(\w+)\s*,", text, flags=re.MULTILINE)
+
+
+# Targets whose UC_LIBC functions have an assembly entry in shim/uc_dlsym.c (a true tail jump): elsewhere they are
+# neither defined nor exported.
+INTERPOSING_TARGETS = ("x86_64-",)
+
+
+def target_triplet() -> str:
+    """The C compiler's target (``cc -dumpmachine``), "" if it cannot say."""
+    try:
+        out = subprocess.run([*compiler(), "-dumpmachine"], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return out.strip()
+
+
+def interposes_libc() -> bool:
+    return target_triplet().startswith(INTERPOSING_TARGETS)
+
+
 def control_names() -> list[str]:
     """The ucudnn_* functions declared in the control API header and the shim's debug header."""
     names: list[str] = []
@@ -48,7 +73,7 @@ def control_names() -> list[str]:
 
 
 def exported_names() -> list[str]:
-    return hook_names() + control_names()
+    return hook_names() + (libc_names() if interposes_libc() else []) + control_names()
 
 
 def version_script() -> str:
@@ -158,7 +183,8 @@ def check_needed(lib: Path) -> None:
         raise RuntimeError(f"ucudnn-build: {lib.name} needs {sorted(extra)}; only {sorted(ALLOWED_NEEDED)} allowed")
 
 
-def build(out_dir: Path) -> list[Path]:
+def build(out_dir: Path, extra_cflags: tuple[str, ...] = ()) -> list[Path]:
+    """Build into ``out_dir``; ``extra_cflags`` come last (a test builds an -O0 copy this way)."""
     sources = sorted(SHIM.glob("*.c"))
     if not sources:
         return []
@@ -177,6 +203,7 @@ def build(out_dir: Path) -> list[Path]:
                 "-pthread",
                 f"-DUCUDNN_VERSION_NUMBER={version_number()}",
                 f"-ffile-prefix-map={gen}=gen",
+                *extra_cflags,
             ],
             ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-pthread"],
             libs=["dl", "pthread"],

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ._probe import probe_reason
+
 pytestmark = pytest.mark.gpu
 
 SCRIPT = r"""
@@ -42,11 +44,7 @@ json.dump(out, open(sys.argv[1], "w"))
 
 def _torch_cuda_reason() -> str | None:
     probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() and torch.backends.cudnn.is_available() else 3)"
-    try:
-        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot run python: {exc}"
-    return None if proc.returncode == 0 else "torch with CUDA and cuDNN is not installed"
+    return probe_reason(probe, "torch with CUDA and cuDNN is not installed")
 
 
 def run_net_alone_and_under_ucudnn(tmp_path: Path, env: dict[str, str], benchmark_mode: int) -> dict[str, Any]:

@@ -3,13 +3,16 @@ LD_PRELOAD, and comparing their output files."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,15 @@ INCLUDE = ROOT / "shim" / "include"
 # Tolerances of a micro-batched result against the undivided one: a different algorithm per micro-batch sums
 # in another order (BackwardFilter also accumulates across micro-batches).
 TOLERANCE = {"float": 2e-4, "double": 1e-10}
+
+
+def preload_build() -> ModuleType:
+    """shim/build/preload.py, the preload library's build script (its export list, its build function)."""
+    sys.path.insert(0, str(ROOT / "shim" / "build"))
+    try:
+        return importlib.import_module("preload")
+    finally:
+        sys.path.pop(0)
 
 
 def _require(path: Path, what: str) -> Path:

@@ -12,7 +12,11 @@ from typing import Any
 
 import numpy as np
 
-lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # the host backend: calls on it bypass the shim
+from ucudnn.cudnn import UnhookedCDLL
+
+# The host backend; calls on it bypass the shim (the preload library interposes dlsym, so a plain CDLL's
+# cudnnConvolutionForward would be the hook).
+lib = UnhookedCDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 hooks = ctypes.CDLL(None)
 P = ctypes.c_void_p
 N, C, K, S = 16, 32, 64, 16

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
+import platform
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _preload_build() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "shim" / "build"))
-    try:
-        return importlib.import_module("preload")
-    finally:
-        sys.path.pop(0)
+from .conftest import preload_build as _preload_build
 
 
 def _tool(name: str) -> str:
@@ -45,7 +35,9 @@ def test_hook_list_is_the_declared_one() -> None:
         "cudnnGetConvolutionBackwardDataWorkspaceSize",
     ):
         assert name in hooks
+    assert build.libc_names() == ["dlsym"]  # the door of frameworks that dlopen cuDNN
     assert "ucudnn_set_planner" in build.control_names()
+    assert "ucudnn_dlsym_unhooked" in build.control_names()
     assert "ucudnn_debug_kernel_key" in build.control_names()
     assert "ucudnn_debug_graph_json" in build.control_names()
 
@@ -67,3 +59,19 @@ def test_no_version_definitions_and_only_libc(preload_lib: Path) -> None:
     needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
     assert needed <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"}, needed
     assert ".gnu.version_d" not in dyn
+
+
+def test_dlsym_is_exported_unversioned_where_it_has_an_entry(preload_lib: Path) -> None:
+    """x86-64: dlsym is exported without a version (so it interposes dlsym@GLIBC_2.2.5 and @GLIBC_2.34 alike), and
+    the library never calls it itself -- no relocation names it: its own lookups use the real dlsym. Elsewhere it is
+    not exported at all (no assembly entry: a C wrapper would become the caller of other libraries' RTLD_NEXT)."""
+    nm, readelf = _tool("nm"), _tool("readelf")
+    out = subprocess.run([nm, "-D", "--defined-only", str(preload_lib)], check=True, capture_output=True,
+                         text=True).stdout  # fmt: skip
+    exported = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    relocs = subprocess.run([readelf, "-r", "-W", str(preload_lib)], check=True, capture_output=True, text=True).stdout
+    assert not re.search(r"\sdlsym(@\S*)?\s", relocs), "the library calls its own exported dlsym"
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "dlsym" in exported and _preload_build().interposes_libc()
+    else:
+        assert "dlsym" not in exported

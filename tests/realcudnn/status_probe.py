@@ -1,11 +1,13 @@
 """Run in a fresh process by test_status_parity.py: the descriptor sequences a real client makes, each call's status
-recorded, against whatever library the process resolves cuDNN's symbols from. Usage: status_probe.py LIBCUDNN.
+recorded, against whatever library the process resolves cuDNN's symbols from. Usage: status_probe.py LIBCUDNN [local].
 
-LIBCUDNN is loaded RTLD_GLOBAL and every call goes through the global scope (dlsym(RTLD_DEFAULT)), so with
-LD_PRELOAD set the preload library's hooks answer, as they would for a framework. Prints JSON:
+LIBCUDNN is loaded RTLD_GLOBAL and every call goes through the global scope, so with LD_PRELOAD set the preload
+library's hooks answer, as they would for a framework that links cuDNN (PyTorch). With ``local`` it is loaded
+RTLD_LOCAL and every function is looked up on its handle (ctypes dlsyms each name), as JAX/XLA and the other
+frameworks that dlopen cuDNN do: the preload library is then reached only through its dlsym. Prints JSON:
 {"statuses": {sequence: [status or value, ...]}, "values": {sequence: [...]}}; "values" holds what may differ
 between libraries (engine counts), "statuses" what must not; under the preload library also "graph_calls", the
-backend calls its hooks saw.
+backend calls its hooks saw, and "dlsym_hooked", the lookups its dlsym answered with a hook.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 from ucudnn import graph_api as G
 from ucudnn.graph_api import P, i64s
 
-ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-lib = ctypes.CDLL(None)
+if sys.argv[2:] == ["local"]:
+    lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_LOCAL)
+else:
+    ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(None)
 b = G.Backend(lib)
 T_NAN_PROPAGATION, A_PW_NAN = 10, 2
 NOT_PROPAGATE_NAN = 0
@@ -225,9 +230,12 @@ statuses = {name: fn() for name, fn in SEQUENCES.items()}
 statuses["heuristics"], counts = heuristics()
 b.destroy_all()
 report: dict[str, Any] = {"statuses": statuses, "values": {"heuristics": counts}}
-if hasattr(lib, "ucudnn_stats_json"):  # the preload library answered: say how many calls it saw
-    lib.ucudnn_stats_json.restype = ctypes.c_size_t
+shim = ctypes.CDLL(None)
+if hasattr(shim, "ucudnn_stats_json"):  # the preload library answered: say how many calls it saw
+    shim.ucudnn_stats_json.restype = ctypes.c_size_t
     buf = ctypes.create_string_buffer(8192)
-    lib.ucudnn_stats_json(buf, ctypes.c_size_t(len(buf)))
-    report["graph_calls"] = json.loads(buf.value)["graph_calls"]
+    shim.ucudnn_stats_json(buf, ctypes.c_size_t(len(buf)))
+    stats = json.loads(buf.value)
+    report["graph_calls"] = stats["graph_calls"]
+    report["dlsym_hooked"] = stats["dlsym_hooked"]
 print(json.dumps(report))

@@ -53,7 +53,8 @@ def standin_dir() -> Path:
     return folder
 
 
-def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, tmp: Path) -> dict[str, Any]:
+def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, local: bool = False, tmp: Path,
+          ) -> dict[str, Any]:  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
     env["PYTHONPATH"] = str(ROOT)
     env["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
@@ -63,7 +64,8 @@ def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, tmp
         if not _paths.PRELOAD.exists():
             pytest.fail(f"libucudnn.so not built at {_paths.PRELOAD}")
         env["LD_PRELOAD"] = str(_paths.PRELOAD)
-    proc = subprocess.run([sys.executable, str(PROBE), str(lib)], capture_output=True, text=True, env=env, timeout=300)
+    args = [sys.executable, str(PROBE), str(lib), *(["local"] if local else [])]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
@@ -76,6 +78,7 @@ def runs(standin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return {
         "real": probe(real, standins=standin_dir, tmp=tmp),
         "real+preload": probe(real, standins=standin_dir, preload=True, tmp=tmp),
+        "real+dlopen+preload": probe(real, standins=standin_dir, preload=True, local=True, tmp=tmp),
         "host": probe(_paths.HOST_CUDNN, tmp=tmp),
     }
 
@@ -91,7 +94,20 @@ def test_the_standins_make_descriptor_calls_work(runs: dict[str, dict[str, Any]]
 def test_preload_library_keeps_every_status_and_count(runs: dict[str, dict[str, Any]]) -> None:
     hooked = dict(runs["real+preload"])
     assert hooked.pop("graph_calls") > 500  # every call went through the hooks
+    assert hooked.pop("dlsym_hooked") == 0  # reached by linking, not through dlsym
     assert "graph_calls" not in runs["real"]
+    assert hooked == runs["real"]
+
+
+def test_a_framework_that_dlopens_the_real_library_is_seen_and_keeps_every_status(
+    runs: dict[str, dict[str, Any]],
+) -> None:
+    """cuDNN 9's front library dlsyms the same names in libcudnn_graph.so.9: the preload library's dlsym hooks the
+    client's lookups on the front library's handle (the six backend calls ucudnn.graph_api.Backend binds) and never
+    the front library's own, which would recurse. Same statuses and counts as the real library alone."""
+    hooked = dict(runs["real+dlopen+preload"])
+    assert hooked.pop("graph_calls") > 500
+    assert hooked.pop("dlsym_hooked") == 6  # each name once: ctypes caches what it looked up
     assert hooked == runs["real"]
 
 

@@ -5,7 +5,9 @@ environment gets ``LD_PRELOAD`` with libucudnn.so in front of any existing entri
 the options set (``--preset``: those of a named policy of ``ucudnn.policy``, under the other options). PyTorch
 stays on its default cuDNN path, the graph API (``--torch-api graph`` also removes an inherited
 ``TORCH_CUDNN_V8_API_DISABLED``); ``--torch-api legacy`` sets ``TORCH_CUDNN_V8_API_DISABLED=1`` for its legacy
-convolution path. Exit status 2: a bad option or no built shim; 127: the command was not found.
+convolution path. Frameworks that dlopen cuDNN (JAX/XLA, TensorFlow, ONNX Runtime, PaddlePaddle) need nothing
+more: the preload library's own dlsym reaches them (x86-64), which is one more reason it goes first in
+``LD_PRELOAD``. Exit status 2: a bad option or no built shim; 127: the command was not found.
 """
 
 from __future__ import annotations

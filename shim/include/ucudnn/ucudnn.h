@@ -157,6 +157,14 @@ size_t ucudnn_stats_json(char *buf, size_t len);
  */
 size_t ucudnn_last_plan_json(char *buf, size_t len);
 
+/*
+ * dlsym(handle, name) as if the preload library did not interpose dlsym: a hooked name looked up on cuDNN's handle
+ * gives cuDNN's own function, not the hook (a plain dlsym now gives the hook, as frameworks that dlopen cuDNN get
+ * it). For tools that compare with cuDNN alone in one process. `handle` must be a handle from dlopen, not
+ * RTLD_DEFAULT or RTLD_NEXT (NULL then). dlvsym is never interposed either.
+ */
+void *ucudnn_dlsym_unhooked(void *handle, const char *name);
+
 #ifdef __cplusplus
 }
 #endif
