@@ -17,8 +17,10 @@
  * element count; a single-valued attribute must be asked for exactly 1 element; an array gets min(requested,
  * count) elements and that number back.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hb_graph.h"
 
@@ -276,12 +278,42 @@ static void init_defaults(hb_bd *d) {
     }
 }
 
+/*
+ * Destroyed descriptors are recycled last in, first out (a bounded list), as a caching allocator hands a freed
+ * block out again: a framework that destroys and re-creates descriptors gets old addresses back, the condition a
+ * library underneath must survive (tests/preload/test_graph_by_value.py), whatever malloc would have done.
+ */
+#define HB_RECYCLED_MAX 64
+static pthread_mutex_t recycled_mu = PTHREAD_MUTEX_INITIALIZER;
+static hb_bd *recycled[HB_RECYCLED_MAX];
+static int nrecycled;
+
+static hb_bd *bd_alloc(void) {
+    hb_bd *d = NULL;
+    pthread_mutex_lock(&recycled_mu);
+    if (nrecycled > 0) d = recycled[--nrecycled];
+    pthread_mutex_unlock(&recycled_mu);
+    if (!d) return calloc(1, sizeof *d);
+    memset(d, 0, sizeof *d);
+    return d;
+}
+
+static void bd_free(hb_bd *d) {
+    pthread_mutex_lock(&recycled_mu);
+    if (nrecycled < HB_RECYCLED_MAX) {
+        recycled[nrecycled++] = d;
+        d = NULL;
+    }
+    pthread_mutex_unlock(&recycled_mu);
+    free(d);
+}
+
 static cudnnStatus_t create_desc(int type, cudnnBackendDescriptor_t *descriptor) {
     /* Not a descriptor type at all: what the real library answers (it fails to allocate one). */
     if (type < 0 || type > HB_LAST_BACKEND_TYPE) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     if (!descriptor) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!kind_of(type)) return CUDNN_STATUS_NOT_SUPPORTED;
-    hb_bd *d = calloc(1, sizeof *d);
+    hb_bd *d = bd_alloc();
     if (!d) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     d->magic = HB_MAGIC_BACKEND;
     d->type = type;
@@ -295,7 +327,7 @@ static cudnnStatus_t destroy_desc(hb_bd *d) {
     if (!hb_bd_ok(d)) return CUDNN_STATUS_BAD_PARAM;
     hb_bd_clear(d);
     d->magic = 0;
-    free(d);
+    bd_free(d);
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -66,9 +66,8 @@ def adversary(host_lib: Path, preload_lib: Path, tmp_path: Path, case: str, env:
     full = base_env()
     full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
     full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
-    # No per-thread cache in malloc: calloc (which the host backend's Create uses) then hands a freed descriptor's
-    # address out again, as a long-running framework's allocator eventually does.
-    full["GLIBC_TUNABLES"] = "glibc.malloc.tcache_count=0"
+    # The host backend recycles destroyed descriptors last in, first out: old addresses come back whatever the
+    # heap's layout (which the environment's size and the shim's own allocations change).
     if env is not None:
         full["LD_PRELOAD"] = str(preload_lib)
         full.update(env)
