@@ -37,4 +37,7 @@ size_t ucudnn_debug_graph_json(void *plan, char *buf, size_t len);
 /* Backend descriptors recorded now (each dropped when its descriptor is destroyed). */
 size_t ucudnn_debug_graph_records(void);
 
+/* What the framework can allocate, as the shim reckons it now (uc_memory.c); 0 when unknown. */
+size_t ucudnn_debug_framework_memory(void);
+
 #endif /* UCUDNN_DEBUG_H */
