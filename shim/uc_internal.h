@@ -416,7 +416,8 @@ typedef struct {
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches, graph_verified, graph_rejected_by_measurement, plan_evictions, startup_passthrough,
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement, graph_offers, plan_evictions,
+        startup_passthrough,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
          * undivided choices in the same workspaces, the largest workspace a plan ran in */
         divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;
