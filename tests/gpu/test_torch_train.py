@@ -48,3 +48,33 @@ def test_small_network_trains_alike_with_and_without_ucudnn(tmp_path: Path) -> N
         if name.startswith(("ucudnn", "cudnn@")):
             assert r["stats"]["planned"] > 0, (name, r["stats"])
     assert results["torch+pressure"]["ballast_mib"] > 0
+
+
+def test_graph_path_resnet_and_conv3d_train_alike_under_pressure(tmp_path: Path) -> None:
+    """PyTorch's default graph path, with and without memory pressure: every run finishes with PyTorch alone's
+    losses, and ucudnn saw PyTorch's convolution graphs (whether it offers variants is the GPU's trade-off)."""
+    reason = _torch_cuda_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        pytest.skip("torchvision is not installed (pip install torchvision)")
+    out = tmp_path / "train.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.bench.torch_train", "--api", "graph", "--models", "resnet18:32,conv3d:4",
+         "--image", "64", "--frames", "8", "--warmup", "9", "--iters", "3", "--headroom", "64MiB", "--json", str(out)],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "offers" in proc.stdout
+    results = json.loads(out.read_text())
+    assert {(r["model"], r["config"]) for r in results} == {
+        (m, c) for m in ("resnet18", "conv3d") for c in ("torch", "ucudnn", "torch+pressure", "ucudnn+pressure")
+    }
+    for r in results:
+        assert r["error"] is None, r
+        ref = next(q for q in results if q["model"] == r["model"] and q["config"] == "torch")["losses"]
+        assert r["losses"] == pytest.approx(ref, rel=2e-2, abs=2e-2), (r["model"], r["config"])
+        if r["config"].startswith("ucudnn"):
+            assert r["stats"]["graph_conv_plans"] > 0, r["stats"]
