@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -48,7 +49,7 @@ class Row:
     alone_engine: str
     ucudnn_ms: float
     ucudnn_engine: str
-    ucudnn_runs: str  # what ran in the steady state: "micro-batched", "undivided after the check" or "as built"
+    ucudnn_runs: str  # what ran in the steady state (see runs())
     max_rel_diff: float
 
     @property
@@ -62,7 +63,7 @@ def run_once(exe: Path, p: Problem, inputs: Inputs, folder: Path, capacity: int,
     inputs.write(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
     env |= {"LD_LIBRARY_PATH": str(_paths.LIB_DIR), "OPENBLAS_NUM_THREADS": "1",
-            "UCUDNN_DATABASE": str(folder / "cache.sqlite"), "UCUDNN_LOG_LEVEL": "error"}  # fmt: skip
+            "UCUDNN_DATABASE": str(folder / "cache.sqlite"), "UCUDNN_LOG_LEVEL": "info"}  # fmt: skip
     if preload:
         env |= {"LD_PRELOAD": str(_paths.PRELOAD), "UCUDNN_STATS_FILE": str(folder / "stats.json"),
                 "UCUDNN_HOST_DEVICE_MEMORY": str(capacity)}  # fmt: skip
@@ -73,6 +74,7 @@ def run_once(exe: Path, p: Problem, inputs: Inputs, folder: Path, capacity: int,
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"torch_v0 failed ({proc.returncode}): {proc.stdout}{proc.stderr}")
     stats = json.loads((folder / "stats.json").read_text()) if preload else {}
+    stats["log"] = proc.stderr  # the shim's info lines: the variant's plan and the check's verdict
     out = np.fromfile(folder / "out.bin", dtype=np.float32)
     return json.loads(lines[-1]), stats, out
 
@@ -82,10 +84,16 @@ def steady(report: dict[str, Any]) -> float:
     return float(statistics.median(times))
 
 
-def runs(stats: dict[str, Any]) -> str:
-    if not stats.get("graph_split_plans"):
+def runs(report: dict[str, Any], stats: dict[str, Any]) -> str:
+    """What ran in the steady state, from the shim's info lines: "as built", "K x B, engine E" (the variant PyTorch
+    kept, its parts), or "engine E after the check" (the undivided rival the variant's check kept). The variant is
+    the plan PyTorch kept when that plan's workspace is the variant's."""
+    log = stats.get("log", "")
+    plan = re.search(r"offer plan of (\d+) part\(s\), first (\d+) x engine (\d+), in (\d+) bytes", log)
+    if not plan or int(plan[4]) != report["workspace"]:
         return "as built"
-    return "undivided after the check" if stats.get("graph_rejected_by_measurement") else "micro-batched"
+    rival = re.search(r"undivided engine (\d+) [^:]*: the undivided engine from now on", log)
+    return f"engine {rival[1]} after the check" if rival else f"{plan[1]} x {plan[2]}, engine {plan[3]}"
 
 
 def measure(exe: Path, shape: dict[str, int], capacity: int, calls: int, repeat: int, work: Path) -> list[Row]:
@@ -107,8 +115,9 @@ def measure(exe: Path, shape: dict[str, int], capacity: int, calls: int, repeat:
                         else:
                             alone, out_a = report, out
                 diff = float(np.max(np.abs(out_u - out_a) / np.maximum(1.0, np.abs(out_a))))
+                ran = runs(under, under_stats)
                 rows.append(Row(op, benchmark, cap, statistics.median(times[False]), alone["engine"],
-                                statistics.median(times[True]), under["engine"], runs(under_stats), diff))  # fmt: skip
+                                statistics.median(times[True]), under["engine"], ran, diff))  # fmt: skip
     return rows
 
 
