@@ -194,8 +194,9 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
 
         return run
 
-    out: dict[str, list[float]] = {k: [] for k in ("heuristics", "heuristics_torch", "step_us", "step_us_direct",
-                                                   "step_ratio")}
+    out: dict[str, list[float]] = {
+        k: [] for k in ("heuristics", "heuristics_torch", "step_us", "step_us_direct", "step_ratio")
+    }
     n = max(20, iters // 20)
     for key, source in (("heuristics", ffi.NULL), ("heuristics_torch", bridge._ucudnn_py_framework)):
         bridge.ucudnn_bridge_set_framework_source(source)
@@ -214,8 +215,12 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
     bufs = [[np.full(s, 0.5, np.float32) for s in shapes[:3]] for _ in range(2 * len(ops))]
     sides_api = (("through", hooked), ("direct", real))
     plans = {k: [ConvGraph(api, handle, op, *shapes) for op in ops] for k, api in sides_api}
-    calls = {k: [g.executor(*(b.ctypes.data for b in bufs[i + 3 * (k == "direct")]), 0)
-                 for i, g in enumerate(plans[k])] for k in plans}  # fmt: skip
+
+    def executor(side: str, i: int) -> Any:
+        x, w, y = (b.ctypes.data for b in bufs[i + 3 * (side == "direct")])
+        return plans[side][i].executor(x, w, y, 0)
+
+    calls = {k: [executor(k, i) for i in range(len(ops))] for k in plans}
 
     def step(side: str) -> Any:
         ops = calls[side]
@@ -361,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    print(f"graph-API path, host backend, median of {args.rounds} rounds, ns per call through the preload library "
-          "beyond the direct call:")
+    print(
+        f"graph-API path, host backend, median of {args.rounds} rounds, ns per call through the preload library "
+        "beyond the direct call:"
+    )
     rows = (
         ("building one convolution graph (descriptors, plan; recorded)", figures["build"]),
         ("cudnnBackendExecute, a plan passed through", figures["execute"]),
@@ -377,8 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"  {what:<62} {ns:10.0f}")
     step, direct, ratio = figures["step_us"], figures["step_us_direct"], figures["step_ratio"]
-    print(f"  a training-step-like loop (fprop + dgrad + wgrad executions): {step:.2f} us per step through the "
-          f"preload library, {direct:.2f} us direct; per round, through / direct: median {(ratio - 1) * 100:+.2f}%")
+    print(
+        f"  a training-step-like loop (fprop + dgrad + wgrad executions): {step:.2f} us per step through the "
+        f"preload library, {direct:.2f} us direct; per round, through / direct: median {(ratio - 1) * 100:+.2f}%"
+    )
     live = figures["live"]
     print("live plans in the process, ns per call beyond the direct call (within 2x of one live plan: flat):")
     print(f"  {'live plans':<14}" + "".join(f"{c:>12}" for c in live))

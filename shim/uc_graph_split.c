@@ -291,9 +291,9 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         if (main.nparts > 1 && !g->is_cfg) /* plans, not the configurations whose workspace was asked */
             UC_COUNT(graph_split_plans, 1);
         if (main.nparts)
-            uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): %s plan of %d part(s), first "
-                   "%" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n, full, source,
-                   main.nparts, main.size[0], main.engine[0], g->workspace,
+            uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", engine %" PRId64 ", %" PRId64 " bytes): %s plan of "
+                   "%d part(s), first %" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n,
+                   g->engine, full, source, main.nparts, main.size[0], main.engine[0], g->workspace,
                    g->trial_on ? "; checked against the undivided choice on the first executions" : "");
         else if (full >= 0)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built", g->plan, g->n,

@@ -86,14 +86,16 @@ def steady(report: dict[str, Any]) -> float:
 
 def runs(report: dict[str, Any], stats: dict[str, Any]) -> str:
     """What ran in the steady state, from the shim's info lines: "as built", "K x B, engine E" (the variant PyTorch
-    kept, its parts), or "engine E after the check" (the undivided rival the variant's check kept). The variant is
-    the plan PyTorch kept when that plan's workspace is the variant's."""
+    kept, its parts), or "engine E after the check" (the undivided rival the variant's check kept). PyTorch kept the
+    variant when the plan it kept has the variant's engine: under pressure that engine's own configuration never
+    fits."""
     log = stats.get("log", "")
-    plan = re.search(r"offer plan of (\d+) part\(s\), first (\d+) x engine (\d+), in (\d+) bytes", log)
-    if not plan or int(plan[4]) != report["workspace"]:
+    plan = re.search(r"engine (\d+), \d+ bytes\): offer plan of (\d+) part\(s\), first (\d+) x engine (\d+)", log)
+    kept = re.search(r"eng(\d+)", report["engine"])
+    if not plan or not kept or kept[1] != plan[1]:
         return "as built"
     rival = re.search(r"undivided engine (\d+) [^:]*: the undivided engine from now on", log)
-    return f"engine {rival[1]} after the check" if rival else f"{plan[1]} x {plan[2]}, engine {plan[3]}"
+    return f"engine {rival[1]} after the check" if rival else f"{plan[2]} x {plan[3]}, engine {plan[4]}"
 
 
 def measure(exe: Path, shape: dict[str, int], capacity: int, calls: int, repeat: int, work: Path) -> list[Row]:
