@@ -17,6 +17,14 @@ microsecond here.
 The live-plans axis: with 1, 1,000 and 10,000 finalized plans alive in the process (PyTorch's plan cache holds up
 to 10,000), the cost beyond the direct call of one ``cudnnBackendExecute`` of a plan passed through, and of one
 variant-pack cycle (create, set uids, pointers and workspace, finalize, destroy), side by side.
+
+Under the default with no memory pressure (UCUDNN_HOST_DEVICE_MEMORY set to 1 GiB, as a GPU's free memory would
+be, so the shim looks for pressure as it does there): one heuristics query as cudnn_frontend makes it (a heuristics
+descriptor on the graph, the count query, that many configurations filled, all destroyed), without a framework
+source (a C/C++ host) and with ucudnn's Python one answering for a stand-in ``torch`` module (the GIL and the
+callback; real torch's allocator queries add their own cost); and a training-step-like loop: one fprop, dgrad and
+wgrad execution of a small layer per step (N=4, 8 channels, 8x8, direct engines), steps through the preload
+library and direct alternating one by one; time per step on each side, and their ratio per round.
 """
 
 from __future__ import annotations
@@ -115,8 +123,135 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
         split.close()
         whole.close()
     figures: dict[str, Any] = {k: statistics.median(v) for k, v in results.items()}
+    set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", b"auto")
+    figures |= _no_pressure(hooked_api, real_api, handle.value or 0, rounds, iters)
     figures["live"] = _live_axis(hooked_api, real_api, handle.value or 0, ptrs, rounds, iters, live_counts)
     return figures
+
+
+def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -> dict[str, float]:
+    """Heuristics queries (ns beyond the direct ones, without and with a framework source) and a training-step-like
+    loop (us per step through the shim and direct) under the default, with room for every workspace."""
+    import ctypes
+    import sys
+    import types
+
+    import numpy as np
+
+    from ucudnn import _runtime  # registers its planner and framework source; the declining planner stays in use
+    from ucudnn.bridge import ffi
+    from ucudnn.bridge import lib as bridge
+    from ucudnn.graph_api import (
+        A_HEUR_GRAPH,
+        A_HEUR_MODE,
+        A_HEUR_RESULTS,
+        ENGINECFG,
+        ENGINEHEUR,
+        T_DESC,
+        T_HEUR_MODE,
+        Backend,
+        ConvGraph,
+        P,
+    )
+
+    planner_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    declining = planner_type(lambda request, reply: 2)
+    ctypes.CDLL(None).ucudnn_set_planner(declining)
+    stand_in = types.ModuleType("torch")
+    stand_in.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True, current_device=lambda: 0, memory_reserved=lambda d: 0,
+        memory_allocated=lambda d: 0,
+    )  # fmt: skip
+    stand_in.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(deterministic=False))  # type: ignore[attr-defined]
+    stand_in.are_deterministic_algorithms_enabled = lambda: False  # type: ignore[attr-defined]
+
+    graphs = {}
+    for name, api in (("through", hooked), ("direct", real)):
+        b = Backend(api.lib)
+        x, _ = b.tensor(120, (8, 8, 8, 8))
+        w, _ = b.tensor(119, (8, 8, 3, 3))
+        y, _ = b.tensor(121, (8, 8, 8, 8))
+        conv, _ = b.conv(2, pad=(1, 1), stride=(1, 1))
+        op, _ = b.conv_op(10, x, w, y, conv)
+        graphs[name] = (b, b.graph([op], handle)[0])
+
+    def query(side: str) -> Any:
+        lib, graph = graphs[side][0].lib, graphs[side][1]
+
+        def run() -> None:
+            heur, count = P(), ctypes.c_int64()
+            lib.cudnnBackendCreateDescriptor(ENGINEHEUR, ctypes.byref(heur))
+            lib.cudnnBackendSetAttribute(heur, A_HEUR_GRAPH, T_DESC, 1, ctypes.byref(graph))
+            lib.cudnnBackendSetAttribute(heur, A_HEUR_MODE, T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int32(0)))
+            lib.cudnnBackendFinalize(heur)
+            lib.cudnnBackendGetAttribute(heur, A_HEUR_RESULTS, T_DESC, 0, ctypes.byref(count), None)
+            cfgs = (P * count.value)()
+            for i in range(count.value):
+                lib.cudnnBackendCreateDescriptor(ENGINECFG, ctypes.byref(cfgs, i * ctypes.sizeof(P)))
+            lib.cudnnBackendGetAttribute(heur, A_HEUR_RESULTS, T_DESC, count, ctypes.byref(count), cfgs)
+            for c in cfgs:
+                lib.cudnnBackendDestroyDescriptor(P(c))
+            lib.cudnnBackendDestroyDescriptor(heur)
+
+        return run
+
+    out: dict[str, list[float]] = {
+        k: [] for k in ("heuristics", "heuristics_torch", "step_us", "step_us_direct", "step_ratio")
+    }
+    n = max(20, iters // 20)
+    for key, source in (("heuristics", ffi.NULL), ("heuristics_torch", bridge._ucudnn_py_framework)):
+        bridge.ucudnn_bridge_set_framework_source(source)
+        if source != ffi.NULL:
+            sys.modules["torch"] = stand_in
+        for r in range(rounds):
+            sides = ("through", "direct") if r % 2 == 0 else ("direct", "through")
+            t = {k: _per_call_ns(query(k), n) for k in sides}
+            out[key].append(t["through"] - t["direct"])
+        sys.modules.pop("torch", None)
+    bridge.ucudnn_bridge_set_framework_source(ffi.NULL)
+    # The step: fprop, dgrad, wgrad of one small layer, each plan executed once a step.
+    shapes = ((4, 8, 8, 8), (8, 8, 3, 3), (4, 8, 8, 8), (1, 1), (1, 1), 0)
+    ops = ("fwd", "bwd-data", "bwd-filter")
+    # Each op of each side its own x, w, y: no op's output feeds another (values stay what they were).
+    bufs = [[np.full(s, 0.5, np.float32) for s in shapes[:3]] for _ in range(2 * len(ops))]
+    sides_api = (("through", hooked), ("direct", real))
+    plans = {k: [ConvGraph(api, handle, op, *shapes) for op in ops] for k, api in sides_api}
+
+    def executor(side: str, i: int) -> Any:
+        x, w, y = (b.ctypes.data for b in bufs[i + 3 * (side == "direct")])
+        return plans[side][i].executor(x, w, y, 0)
+
+    calls = {k: [executor(k, i) for i in range(len(ops))] for k in plans}
+
+    def step(side: str) -> Any:
+        ops = calls[side]
+
+        def run() -> None:
+            for call in ops:
+                call()
+
+        return run
+
+    steps = max(20, iters // 40)
+    runs = {k: step(k) for k in plans}
+    for r in range(rounds):
+        # Steps alternate one by one, so that both sides see the same load of a shared machine.
+        t = {"through": 0, "direct": 0}
+        for i in range(steps):
+            for side in ("through", "direct") if (r + i) % 2 == 0 else ("direct", "through"):
+                t0 = time.perf_counter_ns()
+                runs[side]()
+                t[side] += time.perf_counter_ns() - t0
+        out["step_us"].append(t["through"] / steps / 1e3)
+        out["step_us_direct"].append(t["direct"] / steps / 1e3)
+        out["step_ratio"].append(t["through"] / t["direct"])
+    for graph_list in plans.values():
+        for g in graph_list:
+            g.close()
+    for b, _ in graphs.values():
+        b.destroy_all()
+    del _runtime
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], rounds: int, iters: int,
@@ -221,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     env["LD_PRELOAD"] = str(preload)
     env["UCUDNN_VERIFY_SAMPLES"] = "0"  # the split runs as built: what is measured is its mechanism
+    env["UCUDNN_HOST_DEVICE_MEMORY"] = "1GiB"  # a free-memory figure, as on a GPU: no pressure, yet looked for
     cmd = [sys.executable, "-m", "ucudnn.bench.graph_overhead", "--child", "--rounds", str(args.rounds)]
     cmd += ["--live-plans", ",".join(map(str, live_counts))]
     proc = subprocess.run([*cmd, "--iters", str(args.iters)], env=env, capture_output=True, text=True, timeout=900)
@@ -231,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    print(f"graph-API path, host backend, median of {args.rounds} rounds, ns per call through the preload library "
-          "beyond the direct call:")
+    print(
+        f"graph-API path, host backend, median of {args.rounds} rounds, ns per call through the preload library "
+        "beyond the direct call:"
+    )
     rows = (
         ("building one convolution graph (descriptors, plan; recorded)", figures["build"]),
         ("cudnnBackendExecute, a plan passed through", figures["execute"]),
@@ -240,6 +378,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     for what, ns in rows:
         print(f"  {what:<62} {ns:10.0f}")
+    print("under the default, no memory pressure:")
+    for what, ns in (
+        ("one heuristics query (count + fill), no framework source", figures["heuristics"]),
+        ("the same, with the Python framework source (stand-in torch)", figures["heuristics_torch"]),
+    ):
+        print(f"  {what:<62} {ns:10.0f}")
+    step, direct, ratio = figures["step_us"], figures["step_us_direct"], figures["step_ratio"]
+    print(
+        f"  a training-step-like loop (fprop + dgrad + wgrad executions): {step:.2f} us per step through the "
+        f"preload library, {direct:.2f} us direct; per round, through / direct: median {(ratio - 1) * 100:+.2f}%"
+    )
     live = figures["live"]
     print("live plans in the process, ns per call beyond the direct call (within 2x of one live plan: flat):")
     print(f"  {'live plans':<14}" + "".join(f"{c:>12}" for c in live))

@@ -1,9 +1,10 @@
 """PyTorch training, side by side: PyTorch alone against the same training under ``ucudnn run``.
 
-    python -m ucudnn.bench.torch_train [--models resnet18:256,resnet50:128] [--api legacy|graph] [--json F]
+    python -m ucudnn.bench.torch_train [--models resnet18:256,resnet50:128,conv3d:16] [--api legacy|graph] [--json F]
 
-For each model (torchvision, random weights, synthetic data, SGD, the same seeds in every run) it runs, each in a
-process of its own:
+For each model (a torchvision model by name, or ``conv3d``: a small video/medical-style 3-D convolution network of
+ours, on clips of ``--frames`` frames; random weights, synthetic data, SGD, the same seeds in every run) it runs,
+each in a process of its own:
 
 - ``torch``: PyTorch alone;
 - ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
@@ -16,8 +17,10 @@ process of its own:
 It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
 ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
 ``ucudnn@L``), the first and last loss of every run, and the shim's counters. ``--api legacy`` (the default)
-runs every configuration on PyTorch's legacy cuDNN path (``TORCH_CUDNN_V8_API_DISABLED=1``), where ucudnn
-micro-batches; ``--api graph`` runs PyTorch's default graph-API path.
+runs every configuration on PyTorch's legacy cuDNN path (``TORCH_CUDNN_V8_API_DISABLED=1``); ``--api graph`` runs
+PyTorch's default graph-API path, where under memory pressure ucudnn's defaults offer micro-batched variants of the
+engines that do not fit among the heuristics results PyTorch reads (its counters: offers, split plans, micro-batch
+calls, plans the check replaced).
 
 Needs a CUDA GPU, torch and torchvision. Warm-up covers ucudnn's planning and its check of new plans on real
 executions (each kernel runs once per iteration, and a check takes 2 x (UCUDNN_VERIFY_SAMPLES + 1) executions).
@@ -69,6 +72,46 @@ class Result:
 
 
 _PATHS = {"legacy": "legacy cuDNN path (TORCH_CUDNN_V8_API_DISABLED=1)", "graph": "PyTorch's default graph-API path"}
+# The shim's counters each path's report shows: kernels or plans micro-batched, micro-batch calls, plans the check on
+# real executions replaced by the undivided call, and (graph path) variants offered in heuristics results.
+_COUNTERS = {
+    "legacy": ("planned", "micro_batches", "rejected_by_measurement", None),
+    "graph": ("graph_split_plans", "graph_micro_batches", "graph_rejected_by_measurement", "graph_offers"),
+}
+CONV3D = "conv3d"
+CONV3D_CLASSES = 10
+
+
+def conv3d_net(num_classes: int = CONV3D_CLASSES) -> Any:
+    """A small video/medical-style 3-D convolution network (a torch.nn.Module): four 3x3x3 convolutions with batch
+    norm and ReLU (3 -> 32 -> 64 -> 128 -> 128 channels), pooling space first and time later, as clip
+    classifiers do, then global average pooling and a linear classifier. Input: (N, 3, frames, side, side)."""
+    from torch import nn
+
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv3d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm3d(cout), nn.ReLU(inplace=True)]
+
+    return nn.Sequential(
+        *block(3, 32), nn.MaxPool3d((1, 2, 2)),
+        *block(32, 64), nn.MaxPool3d(2),
+        *block(64, 128),
+        *block(128, 128), nn.MaxPool3d(2),
+        nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(128, num_classes),
+    )  # fmt: skip
+
+
+def build_model(name: str) -> tuple[Any, int]:
+    """The model by name and its class count: ``conv3d``, or a torchvision model with 1000 classes."""
+    if name == CONV3D:
+        return conv3d_net(), CONV3D_CLASSES
+    import torchvision
+
+    return getattr(torchvision.models, name)(weights=None, num_classes=1000), 1000
+
+
+def input_shape(name: str, batch: int, image: int, frames: int) -> tuple[int, ...]:
+    """The synthetic input of a model: clips for ``conv3d``, images otherwise."""
+    return (batch, 3, frames, image, image) if name == CONV3D else (batch, 3, image, image)
 
 
 def configs(workspace: str | None, pressure: bool) -> list[Config]:
@@ -91,16 +134,16 @@ def configs(workspace: str | None, pressure: bool) -> list[Config]:
 
 def _worker(args: argparse.Namespace) -> int:
     import torch
-    import torchvision
 
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    model = getattr(torchvision.models, args.model)(weights=None, num_classes=1000).to(dev)
+    built, classes = build_model(args.model)
+    model = built.to(dev)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     gen = torch.Generator(device=dev).manual_seed(1)
-    x = torch.randn(args.batch, 3, args.image, args.image, device=dev, generator=gen)
-    target = torch.randint(0, 1000, (args.batch,), device=dev, generator=gen)
+    x = torch.randn(*input_shape(args.model, args.batch, args.image, args.frames), device=dev, generator=gen)
+    target = torch.randint(0, classes, (args.batch,), device=dev, generator=gen)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step(opt: torch.optim.Optimizer) -> torch.Tensor:
@@ -168,7 +211,8 @@ def _run_one(
     stats_file = workdir / f"{tag}.stats.json"
     worker = [
         sys.executable, "-m", "ucudnn.bench.torch_train", "--worker", "--model", model, "--batch", str(batch),
-        "--image", str(args.image), "--iters", str(args.iters), "--warmup", str(args.warmup), "--out", str(out),
+        "--image", str(args.image), "--frames", str(args.frames), "--iters", str(args.iters), "--warmup",
+        str(args.warmup), "--out", str(out),
     ]  # fmt: skip
     if not args.cudnn_benchmark:
         worker.append("--no-cudnn-benchmark")
@@ -207,8 +251,10 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
         f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
         f"pressure: {headroom // _MIB} MiB left beyond the model's own needs",
         f"{'model':<10} {'N':>4} {'config':<18} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
-        f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}",
+        f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}"
+        + (f" {'offers':>6}" if api == "graph" else ""),
     ]
+    plans, mbatch, rejected, offers = _COUNTERS[api]
     by = {(r.model, r.batch, r.config): r for r in results}
     for r in results:
         if r.error:
@@ -226,13 +272,15 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
         s = r.stats
         lines.append(
             f"{r.model:<10} {r.batch:>4} {r.config:<18} {r.ms_per_iter:>9.2f} {vs:>16} {r.losses[0]:>11.5f} "
-            f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get('planned', ''):>6} {s.get('micro_batches', ''):>7} "
-            f"{s.get('rejected_by_measurement', ''):>8}"
+            f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get(plans, ''):>6} {s.get(mbatch, ''):>7} {s.get(rejected, ''):>8}"
+            + (f" {s.get(offers, ''):>6}" if offers else "")
         )
     lines.append(
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
-        "over all iterations' losses. plans / mbatch / rejected: the shim's counters (kernels planned, "
-        "micro-batch calls, plans the check on real executions replaced by the undivided call)."
+        "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("
+        + ("kernels planned" if api == "legacy" else "graph plans micro-batched")
+        + ", micro-batch calls, plans the check on real executions replaced by the undivided call)"
+        + ("; offers: micro-batched variants offered in heuristics results." if api == "graph" else ".")
     )
     return "\n".join(lines)
 
@@ -256,12 +304,14 @@ def _size(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ucudnn.bench.torch_train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", type=_parse_models, default=_parse_models("resnet18:256,resnet50:128"))
+    p.add_argument("--models", type=_parse_models, default=_parse_models("resnet18:256,resnet50:128,conv3d:16"),
+                   help=f"MODEL:BATCH[,...]: torchvision model names, or {CONV3D} (the 3-D convolution network)")
+    p.add_argument("--frames", type=int, default=16, help="frames per clip of the conv3d model (default 16)")
     p.add_argument("--api", choices=("legacy", "graph"), default="legacy")
     p.add_argument("--workspace", metavar="L", help="also compare cuDNN alone and ucudnn under this per-kernel cap")
     p.add_argument("--no-pressure", action="store_true", help="skip the two runs under memory pressure")
     p.add_argument("--headroom", type=_size, default=256 * _MIB, help="memory left under pressure (default 256MiB)")
-    p.add_argument("--image", type=int, default=224, help="image side (default 224)")
+    p.add_argument("--image", type=int, default=224, help="image (and clip frame) side (default 224)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
@@ -279,8 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         args.headroom = args.headroom_bytes
         return _worker(args)
-    if args.warmup < 0 or args.iters < 1:
-        p.error("--warmup must be >= 0 and --iters >= 1")
+    if args.warmup < 0 or args.iters < 1 or args.frames < 1:
+        p.error("--warmup must be >= 0, --iters and --frames >= 1")
     cfgs = configs(args.workspace, not args.no_pressure)
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     results: list[Result] = []

@@ -395,7 +395,7 @@ size_t uc_cfg_planning_limit(void)
         return total;
     if (!uc_cfg_limit_auto())
         return uc_cfg_default_limit();
-    size_t mem = uc_device_free_memory();
+    size_t mem = uc_framework_memory();
     return mem ? mem : UC_UNLIMITED;
 }
 

@@ -221,6 +221,7 @@ static char *stats_text(void)
     FIELD(graph_micro_batches);
     FIELD(graph_verified);
     FIELD(graph_rejected_by_measurement);
+    FIELD(graph_offers);
     FIELD(divided_calls);
     FIELD(peak_workspace);
     uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",

@@ -92,14 +92,15 @@ static int cuda_ready(void)
     return cu.usable && cu.ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
 }
 
-/* Free device memory rounded down to 64 MiB (so that plans made under it are shared between calls), 0 when no
- * device reports any and UCUDNN_HOST_DEVICE_MEMORY is unset. */
-size_t uc_device_free_memory(void)
+/* The device's free memory as the driver reports it (*gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY, the host backend's
+ * stand-in (*gpu = 0), else 0 (unknown). What a framework can allocate builds on it (uc_memory.c). */
+size_t uc_device_free_memory(int *gpu)
 {
     size_t free_bytes = 0, total = 0;
+    *gpu = 0;
     if (cuda_ready() && cu.mem_get_info(&free_bytes, &total) == CU_SUCCESS && free_bytes > 0) {
-        const size_t grain = (size_t)64 << 20;
-        return free_bytes > grain ? free_bytes / grain * grain : free_bytes;
+        *gpu = 1;
+        return free_bytes;
     }
     size_t stand_in = uc_cfg_host_device_memory();
     return stand_in < UC_UNLIMITED ? stand_in : UC_UNLIMITED;

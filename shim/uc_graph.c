@@ -98,6 +98,7 @@ cudnnStatus_t uc_hook_cudnnBackendDestroyDescriptor(void *descriptor)
     /* Forget first: once destroyed, the address may be handed out again by another thread's Create. */
     uc_grec_destroyed(descriptor);
     forget_plan(descriptor);
+    uc_goffer_forget(descriptor);
     uc_guard++;
     cudnnStatus_t st = uc_real()->cudnnBackendDestroyDescriptor(descriptor);
     uc_guard--;
@@ -113,6 +114,7 @@ cudnnStatus_t uc_hook_cudnnBackendInitialize(void *descriptor)
         /* Reset in place: whatever the shim knew of it (its attributes, a plan's graph) is gone. */
         uc_grec_initialized(descriptor);
         forget_plan(descriptor);
+        uc_goffer_forget(descriptor);
     }
     return st;
 }
@@ -133,7 +135,7 @@ cudnnStatus_t uc_hook_cudnnBackendSetAttribute(void *descriptor, int attributeNa
 static void answer_workspace(void *descriptor, int is_cfg, int64_t *value)
 {
     uc_ggraph *g = ref_graph(descriptor);
-    if (!g && is_cfg && uc_cfg_exec_cap() != UC_UNLIMITED) {
+    if (!g && is_cfg && (uc_cfg_exec_cap() != UC_UNLIMITED || uc_goffer_is_variant(descriptor))) {
         /* Asked before any plan exists (the v1 API filters configurations by it): resolve it now. */
         uc_ggraph *made = uc_graph_resolve(descriptor, 1);
         if (made)
@@ -171,10 +173,19 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
                                                int64_t requestedElementCount, int64_t *elementCount,
                                                void *arrayOfElements)
 {
-    uc_guard++;
-    cudnnStatus_t st = uc_real()->cudnnBackendGetAttribute(descriptor, attributeName, attributeType,
-                                                           requestedElementCount, elementCount, arrayOfElements);
-    uc_guard--;
+    int64_t variant_at = -1, variant_mark[2] = {0, 0};
+    cudnnStatus_t st;
+    if (attributeName == UC_A_ENGINEHEUR_RESULTS && attributeType == UC_AT_BACKEND_DESCRIPTOR) {
+        /* Heuristics results: where the framework cannot allocate the first engines' workspace, a micro-batched
+         * variant may be offered among them (uc_graph_offer.c). */
+        st = uc_goffer_results(descriptor, requestedElementCount, elementCount, arrayOfElements, &variant_at,
+                               variant_mark);
+    } else {
+        uc_guard++;
+        st = uc_real()->cudnnBackendGetAttribute(descriptor, attributeName, attributeType, requestedElementCount,
+                                                 elementCount, arrayOfElements);
+        uc_guard--;
+    }
     if (st != 0 || !arrayOfElements || requestedElementCount < 1)
         return st;
     /* cudnn_frontend reads a plan's workspace with a NULL count pointer. */
@@ -186,6 +197,10 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
         int64_t n = elementCount ? *elementCount : 1;
         record_filled(descriptor, attributeName, n < requestedElementCount ? n : requestedElementCount,
                       (void *const *)arrayOfElements);
+        if (variant_at >= 0) {
+            uc_grec_mark(((void *const *)arrayOfElements)[variant_at], UC_GLINK_VARIANT, variant_mark, 2);
+            UC_COUNT(graph_offers, 1);
+        }
     }
     return st;
 }

@@ -137,6 +137,10 @@ enum {
 /* A pseudo attribute of an engine configuration cuDNN filled itself (a heuristics result): the operation graph
  * its heuristics descriptor held. Not a cuDNN attribute name (those are >= 0). */
 #define UC_GLINK_GRAPH (-1)
+/* A pseudo attribute of an engine configuration the shim offered in a heuristics result list (uc_graph_offer.c): a
+ * micro-batched variant of the configuration before it. INT64s: what the framework could allocate then, and
+ * whether it asked for determinism. */
+#define UC_GLINK_VARIANT (-2)
 
 typedef struct uc_gval uc_gval;
 
@@ -185,6 +189,8 @@ void uc_grec_finalized(void *desc);
 /* cuDNN filled the descriptor in a GetAttribute: its value becomes `value` (a counted reference taken here), or,
  * NULL, opaque; `graph` (may be NULL) is linked as UC_GLINK_GRAPH (a heuristics result). */
 void uc_grec_filled(void *desc, uc_gval *value, uc_gval *graph);
+/* Set a pseudo attribute (a negative name, UC_GLINK_*) of `count` INT64s on a recorded descriptor's value. */
+void uc_grec_mark(void *desc, int name, const int64_t *values, int count);
 /* The descriptor's current value, a counted reference (release with uc_gval_unref), or NULL: not recorded. */
 uc_gval *uc_grec_value(void *desc);
 /* The descriptor's recorded type, or -1. */
@@ -271,6 +277,9 @@ typedef struct uc_ggraph {
     int use_alt;            /* the check kept the undivided choice */
     size_t limit;           /* what the plan was made under (for the verdict the check reports) */
     int policy;
+    int64_t offer_limit;    /* an offered variant's (UC_GLINK_VARIANT): what the framework could allocate; 0 none */
+    int offer_det;          /* ... and whether the framework asked for determinism */
+    int untimed;            /* executions of the plan left before its check starts (see uc_graph_offer.c) */
 } uc_ggraph;
 
 /* A finalized plan's (or engine configuration's, is_cfg) graph, resolved from its recorded value
@@ -287,6 +296,35 @@ int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cu
 void uc_gsplit_free(uc_ggraph *g);
 int uc_gsplit_op_code(const uc_ggraph *g); /* UCUDNN_OP_* of the graph's convolution */
 
+/* The uniform split of `engine` at the largest power-of-two size below N whose parts all fit `limit` (under the
+ * `all` policy, refined up to the next power of two): 0 and *out, or -1. */
+int uc_gsplit_largest(const uc_ggraph *g, int64_t engine, size_t limit, int policy, uc_gparts *out);
+/* Parts of b samples of `engine` (the last one the remainder): 0 and *out, or -1. */
+int uc_gsplit_uniform(const uc_ggraph *g, int64_t engine, int64_t b, size_t limit, uc_gparts *out);
+/* One undivided part of an engine the framework lists itself (an offered variant's rival: not judged by the
+ * notes of the variant's engine): 0 and *out, or -1. */
+int uc_gsplit_listed(const uc_ggraph *g, int64_t engine, size_t limit, uc_gparts *out);
+void uc_gsplit_drop(uc_gparts *p);
+
+/* ---- micro-batched variants offered in heuristics results under the default limit (uc_graph_offer.c) ---- */
+
+/* Executions a variant runs as offered before its check starts: a framework timing plans itself (PyTorch's
+ * benchmark mode: one warm-up, one timed run) then times the variant, not the check. */
+#define UC_OFFER_UNTIMED 2
+/* The heuristics results query (ENGINEHEUR_RESULTS), through the real library: the count query answers one more
+ * where a variant is offered, the fill that follows fills it; *variant_at is then its index (-1: none) and
+ * variant_mark its UC_GLINK_VARIANT values. */
+cudnnStatus_t uc_goffer_results(void *heur, int64_t requested, int64_t *count, void *elems, int64_t *variant_at,
+                                int64_t variant_mark[2]);
+/* A heuristics descriptor destroyed or reset: a count query's decision for it is forgotten. */
+void uc_goffer_forget(void *heur);
+/* Whether a recorded engine configuration is an offered variant. */
+int uc_goffer_is_variant(void *cfg);
+/* An offered variant's plan within `limit`: the rival (alt), the first engine the framework lists (INSTANT, then
+ * FALLBACK heuristics) and would run that fits undivided; and the first admitted engine, the variant's own, then
+ * those ranked above the rival, whose uniform split fits (main). No main: both empty. */
+void uc_goffer_plan(const uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt);
+
 /* ---- rebuilding a graph at another batch size (uc_graph_build.c) ---- */
 
 #define UC_G_MAX_CANDIDATES 16
@@ -301,6 +339,9 @@ void uc_gb_destroy(void *plan);
  * add no tensor cores, down-conversion, reduced-precision reduction or non-determinism to the caller's. */
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes, int cap);
 int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_GLOBAL_COUNT, -1 unknown */
+/* cuDNN's heuristics of `mode` (cudnnBackendHeurMode_t) for the graph at b, as listed (each engine once), with
+ * their numerical notes as bit masks: how many. */
+int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes, int cap);
 /* A finalized variant pack of these uids, pointers and workspace (the caller destroys it): 0 or a status. */
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);

@@ -223,24 +223,20 @@ void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine_in
  * reduced-precision reduction, non-determinism (cudnnBackendNumericalNote_t 0, 1, 2, 4). */
 #define UC_G_NOTES_FORBIDDEN ((1 << 0) | (1 << 1) | (1 << 2) | (1 << 4))
 
-int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes_out, int cap)
+int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes_out, int cap)
 {
     const uc_real_table *r = uc_real();
     made_list m = {.n = 0};
-    int32_t mode = 0; /* CUDNN_HEUR_MODE_INSTANT */
+    int32_t heur_mode = mode;
     int64_t n = 0;
     int found = 0;
-    if (cap > 0) { /* the caller's own engine first: it needs nothing the caller did not accept */
-        engines[found] = g->engine;
-        notes_out[found++] = g->notes;
-    }
     uc_guard++;
     void *opgraph = rebuild_graph(g, b, 0, &m), *heur = opgraph ? make(&m, UC_BK_ENGINEHEUR) : NULL;
     void *cfgs[UC_G_MAX_CANDIDATES];
     int ok = heur &&
              r->cudnnBackendSetAttribute(heur, UC_A_ENGINEHEUR_OPERATION_GRAPH, UC_AT_BACKEND_DESCRIPTOR, 1,
                                          &opgraph) == 0 &&
-             r->cudnnBackendSetAttribute(heur, UC_A_ENGINEHEUR_MODE, UC_AT_HEUR_MODE, 1, &mode) == 0 &&
+             r->cudnnBackendSetAttribute(heur, UC_A_ENGINEHEUR_MODE, UC_AT_HEUR_MODE, 1, &heur_mode) == 0 &&
              r->cudnnBackendFinalize(heur) == 0;
     for (int i = 0; ok && i < UC_G_MAX_CANDIDATES; i++)
         ok = (cfgs[i] = make(&m, UC_BK_ENGINECFG)) != NULL;
@@ -260,16 +256,34 @@ int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *note
         for (int64_t k = 0; k < count && k < 16; k++)
             if (note[k] >= 0 && note[k] < 63)
                 notes |= (int64_t)1 << note[k];
-        int seen = 0;
+        int seen = index < 0;
         for (int j = 0; j < found && !seen; j++)
             seen = engines[j] == index;
-        if (seen || index < 0 || (notes & ~g->notes & UC_G_NOTES_FORBIDDEN))
+        if (seen)
             continue;
         engines[found] = index;
         notes_out[found++] = notes;
     }
     destroy_made(&m);
     uc_guard--;
+    return found;
+}
+
+int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes_out, int cap)
+{
+    int64_t heur[UC_G_MAX_CANDIDATES], heur_notes[UC_G_MAX_CANDIDATES];
+    int n = uc_gb_heuristics(g, b, 0 /* CUDNN_HEUR_MODE_INSTANT */, heur, heur_notes, UC_G_MAX_CANDIDATES);
+    int found = 0;
+    if (cap > 0) { /* the caller's own engine first: it needs nothing the caller did not accept */
+        engines[found] = g->engine;
+        notes_out[found++] = g->notes;
+    }
+    for (int i = 0; i < n && found < cap; i++) {
+        if (heur[i] == g->engine || (heur_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN))
+            continue;
+        engines[found] = heur[i];
+        notes_out[found++] = heur_notes[i];
+    }
     return found;
 }
 

@@ -115,6 +115,11 @@ typedef struct {
 static int choose(uc_ggraph *g, int *use_alt, verdict *v)
 {
     int slot = -1;
+    if (g->trial_on && g->untimed > 0) { /* an offered variant runs as offered first (UC_OFFER_UNTIMED) */
+        g->untimed--;
+        *use_alt = 0;
+        return -1;
+    }
     if (g->trial_on) {
         int side_b = 0;
         slot = uc_trial_begin(&g->trial, &side_b);

@@ -228,6 +228,23 @@ void uc_grec_filled(void *desc, uc_gval *value, uc_gval *graph)
     free(fresh);
 }
 
+void uc_grec_mark(void *desc, int name, const int64_t *values, int count)
+{
+    uc_gattr a = {name, UC_AT_INT64, count, (uint32_t)(count * sizeof *values), malloc(count * sizeof *values)};
+    if (!a.data)
+        return; /* unmarked: the configuration stays what cuDNN made it */
+    memcpy(a.data, values, count * sizeof *values);
+    pthread_mutex_lock(&lock);
+    grec *r = find(desc);
+    uc_gval *v = r ? own(r) : NULL;
+    if (v) {
+        store(v, &a);
+        a.data = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    free(a.data);
+}
+
 uc_gval *uc_grec_value(void *desc)
 {
     pthread_mutex_lock(&lock);

@@ -398,6 +398,13 @@ uc_ggraph *uc_graph_resolve(void *desc, int is_cfg)
     g->engine = -1;
     uc_gval *v = uc_grec_value(desc);
     uc_gval *graph = graph_of(v, is_cfg, &g->why_not);
+    /* An offered variant (uc_graph_offer.c) carries the limit it was offered under in its configuration. */
+    const uc_gval *cfg_value = is_cfg ? v : uc_gval_desc(v, UC_A_PLAN_ENGINE_CONFIG);
+    int64_t offered[2] = {0, 0};
+    if (cfg_value && uc_gval_int64s(cfg_value, UC_GLINK_VARIANT, offered, 2) == 2 && offered[0] > 0) {
+        g->offer_limit = offered[0];
+        g->offer_det = offered[1] != 0;
+    }
     const uc_gattr *ops = graph ? uc_gval_attr(graph, UC_A_OPERATIONGRAPH_OPS) : NULL;
     for (int64_t i = 0; !g->why_not && i < ops->count; i++) {
         uc_gval *op;

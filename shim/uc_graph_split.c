@@ -14,7 +14,9 @@
  * is finalized and fits; otherwise the real value stands and the caller's plan runs. Execute runs the parts in
  * sequence in the caller's workspace with pointers advanced along N. A divided plan and its undivided choice are
  * timed against each other on the first executions (uc_trial, the legacy path's rule) and the faster stays.
- * Under the default (`auto`: the framework's own limit) plans run as the framework built them.
+ * Under the default (`auto`: the framework's own limit) plans run as the framework built them, except the
+ * micro-batched variants the shim offered in the heuristics results (uc_graph_offer.c), decided under what the
+ * framework could allocate when they were offered.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@
 #include "uc_graph.h"
 #include "uc_internal.h"
 
-static void drop_parts(uc_gparts *p)
+void uc_gsplit_drop(uc_gparts *p)
 {
     for (int i = 0; i < p->nowned; i++)
         uc_gb_destroy(p->owned[i]);
@@ -48,9 +50,11 @@ static int admitted(const uc_ggraph *g, int64_t b, int64_t engine, int *determin
 }
 
 /* Build the sub-plans of parts (size[i], engine[i]) in order: 0, or -1 (nothing kept) when a size does not keep
- * the alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit. */
+ * the alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit. `listed`:
+ * the engines are ones the framework itself would run undivided (an offered variant's rival), not judged by the
+ * caller's engine's notes. */
 static int build_parts(const uc_ggraph *g, const int64_t *size, const int64_t *engine, int n, size_t limit,
-                       uc_gparts *out)
+                       uc_gparts *out, int listed)
 {
     uc_gparts p = {0};
     int64_t sum = 0, *key_b = calloc((size_t)n, sizeof *key_b), *key_e = calloc((size_t)n, sizeof *key_e);
@@ -73,7 +77,7 @@ static int build_parts(const uc_ggraph *g, const int64_t *size, const int64_t *e
             j++;
         if (ok && j == p.nowned) {
             int64_t ws = -1;
-            ok = admitted(g, size[i], engine[i], &det) && (det || !caller_det);
+            ok = listed || (admitted(g, size[i], engine[i], &det) && (det || !caller_det));
             void *plan = ok ? uc_gb_build(g, size[i], beta_one, engine[i], &ws) : NULL;
             ok = plan != NULL;
             if (plan && (uint64_t)ws > limit) {
@@ -100,7 +104,7 @@ static int build_parts(const uc_ggraph *g, const int64_t *size, const int64_t *e
     free(key_e);
     free(key_one);
     if (!ok) {
-        drop_parts(&p);
+        uc_gsplit_drop(&p);
         return -1;
     }
     *out = p;
@@ -136,7 +140,7 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;
     }
-    if (rc == 0 && build_parts(g, size, engine, n, limit, out) != 0) {
+    if (rc == 0 && build_parts(g, size, engine, n, limit, out, 0) != 0) {
         UC_COUNT(rejected_plans, 1);
         uc_log(UC_LOG_WARNING, "graph plan %p: the planner's plan (%d part(s)) is not one the shim can run within "
                "%zu bytes; it is not used", g->plan, n, limit);
@@ -148,8 +152,7 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     return rc;
 }
 
-/* Parts of b samples of the caller's engine (the last one the remainder): 0 and *out, or -1. */
-static int uniform(const uc_ggraph *g, int64_t b, size_t limit, uc_gparts *out)
+int uc_gsplit_uniform(const uc_ggraph *g, int64_t engine_index, int64_t b, size_t limit, uc_gparts *out)
 {
     int n = (int)((g->n + b - 1) / b);
     int64_t *size = calloc((size_t)n, sizeof *size), *engine = calloc((size_t)n, sizeof *engine);
@@ -157,44 +160,57 @@ static int uniform(const uc_ggraph *g, int64_t b, size_t limit, uc_gparts *out)
     if (size && engine) {
         for (int i = 0; i < n; i++) {
             size[i] = i < n - 1 ? b : g->n - b * (n - 1);
-            engine[i] = g->engine;
+            engine[i] = engine_index;
         }
-        rc = build_parts(g, size, engine, n, limit, out);
+        rc = build_parts(g, size, engine, n, limit, out, 0);
     }
     free(size);
     free(engine);
     return rc;
 }
 
-/* The fallback without a planner: the caller's engine at the largest power-of-two size that fits (under `all`,
- * refined up to the next power of two), and beside it the first undivided admitted engine that fits. */
-static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt)
+int uc_gsplit_listed(const uc_ggraph *g, int64_t engine, size_t limit, uc_gparts *out)
+{
+    int64_t whole = g->n;
+    return build_parts(g, &whole, &engine, 1, limit, out, 1);
+}
+
+int uc_gsplit_largest(const uc_ggraph *g, int64_t engine, size_t limit, int policy, uc_gparts *out)
 {
     int64_t p = 1, best = 0;
     while (p * 2 < g->n)
         p *= 2;
-    for (int64_t b = p; policy != uc_cfg_policy_undivided() && b >= 1 && !best; b /= 2)
-        if (uniform(g, b, limit, main) == 0)
+    for (int64_t b = p; b >= 1 && !best; b /= 2)
+        if (uc_gsplit_uniform(g, engine, b, limit, out) == 0)
             best = b;
     if (best && strcmp(uc_cfg_policy_name(policy), "all") == 0) {
         int64_t lo = best, hi = best * 2 < g->n ? best * 2 : g->n;
         while (hi - lo > 1) {
             int64_t mid = lo + (hi - lo) / 2;
             uc_gparts parts;
-            if (uniform(g, mid, limit, &parts) == 0) {
-                drop_parts(main);
-                *main = parts;
+            if (uc_gsplit_uniform(g, engine, mid, limit, &parts) == 0) {
+                uc_gsplit_drop(out);
+                *out = parts;
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
     }
+    return best ? 0 : -1;
+}
+
+/* The fallback without a planner: the caller's engine at the largest power-of-two size that fits (under `all`,
+ * refined up to the next power of two), and beside it the first undivided admitted engine that fits. */
+static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt)
+{
+    if (policy != uc_cfg_policy_undivided())
+        uc_gsplit_largest(g, g->engine, limit, policy, main);
     int64_t engines[UC_G_MAX_CANDIDATES + 1], notes[UC_G_MAX_CANDIDATES + 1];
     int ne = uc_gb_engines(g, g->n, engines, notes, UC_G_MAX_CANDIDATES + 1);
     for (int i = 1; i < ne && !alt->nparts; i++) { /* 0 is the caller's engine, which does not fit at N */
         int64_t whole = g->n;
-        build_parts(g, &whole, &engines[i], 1, limit, alt);
+        build_parts(g, &whole, &engines[i], 1, limit, alt, 0);
     }
 }
 
@@ -216,6 +232,11 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
     *full_out = full;
     if ((uint64_t)full <= limit)
         return;
+    if (g->offer_limit) { /* an offered variant: its engine (or the next) micro-batched, or nothing */
+        *source = "offer";
+        uc_goffer_plan(g, limit, policy, main, alt);
+        return;
+    }
     int rc = planned(g, limit, policy, main, verified), alt_verified = 0;
     if (rc == 0) {
         *source = "planner";
@@ -250,10 +271,9 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         const char *source = NULL;
         int64_t full = -1;
         int verified = 0, policy = uc_cfg_policy();
-        /* ucudnn's explicit limit; under auto the framework's plan is its limit: it runs as built. (Not the
-         * free device memory: a framework's caching allocator can serve a workspace the driver does not count
-         * as free, and the caller's own plan could not be the check's baseline once taken over.) */
-        size_t limit = uc_cfg_exec_cap();
+        /* ucudnn's explicit limit; under auto the framework's plan is its limit: it runs as built -- unless it
+         * is a variant the shim offered for what the framework could allocate (uc_graph_offer.c). */
+        size_t limit = g->offer_limit ? (size_t)g->offer_limit : uc_cfg_exec_cap();
         decide(g, limit, policy, &main, &alt, &source, &full, &verified);
         pthread_mutex_lock(&g->lock);
         g->full_workspace = full;
@@ -265,14 +285,15 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->limit = limit;
         g->policy = policy;
         g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
+        g->untimed = g->trial_on && g->offer_limit ? UC_OFFER_UNTIMED : 0;
         g->deciding = 0;
         pthread_mutex_unlock(&g->lock);
         if (main.nparts > 1 && !g->is_cfg) /* plans, not the configurations whose workspace was asked */
             UC_COUNT(graph_split_plans, 1);
         if (main.nparts)
-            uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): %s plan of %d part(s), first "
-                   "%" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n, full, source,
-                   main.nparts, main.size[0], main.engine[0], g->workspace,
+            uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", engine %" PRId64 ", %" PRId64 " bytes): %s plan of "
+                   "%d part(s), first %" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n,
+                   g->engine, full, source, main.nparts, main.size[0], main.engine[0], g->workspace,
                    g->trial_on ? "; checked against the undivided choice on the first executions" : "");
         else if (full >= 0)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built", g->plan, g->n,
@@ -286,7 +307,7 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
 
 void uc_gsplit_free(uc_ggraph *g)
 {
-    drop_parts(&g->main);
-    drop_parts(&g->alt);
+    uc_gsplit_drop(&g->main);
+    uc_gsplit_drop(&g->alt);
     uc_trial_drop(&g->trial); /* slots never used hold nothing */
 }

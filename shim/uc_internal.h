@@ -130,7 +130,7 @@ size_t uc_cfg_total_workspace(void);
 /*
  * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries): the whole budget
  * under Workspace Division (the planner then caps each kernel at its share of it), an explicit per-kernel limit,
- * else (auto) the free device memory when known (uc_device_free_memory), else UC_UNLIMITED.
+ * else (auto) what the framework can allocate when known (uc_framework_memory), else UC_UNLIMITED.
  */
 size_t uc_cfg_planning_limit(void);
 /* The cap on the caller's workspace at execution and Find*Ex: the budget under Workspace Division, an explicit
@@ -145,8 +145,15 @@ int uc_cfg_set(const char *name, const char *value); /* ucudnn_set_option */
 
 /* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
 
-/* Free device memory (driver API, rounded down to 64 MiB), else UCUDNN_HOST_DEVICE_MEMORY, else 0 (unknown). */
-size_t uc_device_free_memory(void);
+/* Free device memory (driver API, *gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY (*gpu = 0), else 0 (unknown). */
+size_t uc_device_free_memory(int *gpu);
+/* What the framework can allocate for a workspace (uc_memory.c): the free device memory plus what the framework's
+ * caching allocator holds unused (the registered framework source: PyTorch's reserved - allocated), rounded
+ * down to 64 MiB on a GPU; 0 when unknown. The one rule of the legacy path's Get/Find bound and the graph path's
+ * offers. */
+size_t uc_framework_memory(void);
+/* The same, and in *deterministic whether the framework (or UCUDNN_DETERMINISTIC) asks for determinism. */
+size_t uc_framework_state(int *deterministic);
 
 enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
 int uc_clock_kind(void);
@@ -387,6 +394,8 @@ void uc_backend_id(char *buf, size_t len);
  * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
  * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
 ucudnn_planner_fn uc_get_planner(int *transient);
+/* 1 when a Python interpreter runs in this process (a Python host, or the embedded planner's once started). */
+int uc_python_host(void);
 /* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
 ucudnn_recorder_fn uc_get_recorder(void);
 /* 1 deterministic, 0 not, -1 not reported; several rows per algorithm (math types): any deterministic one counts. */
@@ -438,7 +447,8 @@ typedef struct {
         planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches, graph_verified, graph_rejected_by_measurement, plan_evictions, startup_passthrough,
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement, graph_offers, plan_evictions,
+        startup_passthrough,
         /* dlsym lookups of hooked names answered with the hook; found in another copy of cuDNN (passed through) */
         dlsym_hooked, dlsym_other_cudnn,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the

@@ -105,11 +105,16 @@ static void embedded_planner(void)
         uc_log(UC_LOG_WARNING, "the embedded planner %s failed to start (%d)", path, rc);
 }
 
-static void bootstrap(void)
+int uc_python_host(void)
 {
     int (*initialized)(void) = (int (*)(void))uc_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    return initialized && initialized();
+}
+
+static void bootstrap(void)
+{
     uc_guard++;
-    if (initialized && initialized())
+    if (uc_python_host())
         python_import();
     else
         embedded_planner();

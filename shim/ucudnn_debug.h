@@ -40,4 +40,7 @@ size_t ucudnn_debug_graph_records(void);
 /* dlsym lookups answered with a hook before the preload library's constructors ran (uc_dlsym.c). */
 int ucudnn_debug_dlsym_early(void);
 
+/* What the framework can allocate, as the shim reckons it now (uc_memory.c); 0 when unknown. */
+size_t ucudnn_debug_framework_memory(void);
+
 #endif /* UCUDNN_DEBUG_H */

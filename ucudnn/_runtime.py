@@ -5,11 +5,15 @@ C/C++ host, from the embedded planner library's interpreter). Importing it where
 nothing. The callback turns the shim's request into :meth:`ucudnn.planner.Planner.plan`, benchmarking through
 ``ucudnn_benchmark`` while the GIL is released, and writes the plan into the shim's reply. It never lets an
 exception reach C: errors are logged and reported as status 2, which makes the shim pass the call through.
+Registering also gives the shim the recorder of checks' verdicts and the framework source: what PyTorch's caching
+allocator holds unused (the shim adds it to the device's free memory as what the framework can allocate) and
+whether PyTorch asks for deterministic algorithms.
 """
 
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -224,6 +228,37 @@ def _ucudnn_py_recorder(verdict: Any) -> None:
         log.error("recording a verdict failed (%s: %s)", type(exc).__name__, exc)
 
 
+def framework_state() -> tuple[int, bool] | None:
+    """What PyTorch says of itself in this process, or None where torch is not imported or its CUDA state is not
+    initialized (asking would initialize it): bytes its caching allocator reserved but does not use on the current
+    device (reserved - allocated: it hands them out for a workspace before asking the driver for more), and whether
+    it asks for deterministic convolutions (``torch.backends.cudnn.deterministic`` or
+    ``torch.use_deterministic_algorithms``), in which case it drops nondeterministic engines itself."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if torch is None or cuda is None or not cuda.is_initialized():
+        return None
+    device = cuda.current_device()
+    held = int(cuda.memory_reserved(device)) - int(cuda.memory_allocated(device))
+    deterministic = bool(torch.backends.cudnn.deterministic) or bool(torch.are_deterministic_algorithms_enabled())
+    return max(0, held), deterministic
+
+
+@ffi.def_extern(error=1, onerror=_report_escape)  # type: ignore[untyped-decorator]
+def _ucudnn_py_framework(state: Any) -> int:
+    """Called by the shim where it needs what the framework can allocate (GIL taken by cffi): 0 with ``state``
+    filled, 1 when unknown. Never raises into C."""
+    try:
+        found = framework_state()
+    except BaseException as exc:
+        log.debug("reading torch's allocator failed (%s: %s)", type(exc).__name__, exc)
+        return 1
+    if found is None:
+        return 1
+    state.held_bytes, state.deterministic = found[0], int(found[1])
+    return 0
+
+
 def register() -> bool:
     """Register the planner with the shim; False (and nothing done) when the shim is not loaded."""
     global _registered
@@ -233,6 +268,7 @@ def register() -> bool:
     _registered = status == 0
     if _registered:
         lib.ucudnn_bridge_set_recorder(lib._ucudnn_py_recorder)
+        lib.ucudnn_bridge_set_framework_source(lib._ucudnn_py_framework)
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
     else:
@@ -259,6 +295,7 @@ def unregister() -> None:
     """Withdraw the planner, so the shim never calls into an interpreter that is shutting down."""
     global _registered
     if _registered:
+        lib.ucudnn_bridge_set_framework_source(ffi.NULL)
         lib.ucudnn_bridge_set_recorder(ffi.NULL)
         lib.ucudnn_bridge_set_planner(ffi.NULL)
         _registered = False

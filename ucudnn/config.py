@@ -50,8 +50,10 @@ VARIABLES: tuple[Var, ...] = (
         Kind.LIMIT,
         "auto",
         "`auto`: no cap of ucudnn's own, the framework's workspace decides (Find*Ex and execution: the workspace "
-        "passed; Get*_v7/Find*: a Pareto list of plans, fastest first, bounded by the free device memory when "
-        "known). A size (e.g. 64MiB): a per-kernel cap on every call, as in the original μ-cuDNN.",
+        "passed; Get*_v7/Find*: a Pareto list of plans, fastest first, bounded by what the framework can allocate "
+        "when known; graph API: a micro-batched variant offered among the heuristics results where the framework "
+        "cannot allocate the first engines' workspace). A size (e.g. 64MiB): a per-kernel cap on every call, as in "
+        "the original μ-cuDNN.",
     ),
     Var(
         "UCUDNN_TOTAL_WORKSPACE_SIZE",
@@ -147,8 +149,9 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_HOST_DEVICE_MEMORY",
         Kind.SIZE,
         "0",
-        "Stand-in for the free device memory where no GPU reports one (the host backend): it bounds the plans "
-        "Get*_v7/Find* list under `auto` (0: unknown, no bound).",
+        "Stand-in for the free device memory where no GPU reports one (the host backend): under `auto` it is what "
+        "the framework can allocate (plus a PyTorch allocator's unused cache), the bound of the plans Get*_v7/Find* "
+        "list and of the graph path's offers (0: unknown, no bound, no offer).",
         readers=("shim",),
     ),
     Var(

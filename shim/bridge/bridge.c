@@ -23,6 +23,7 @@ typedef size_t (*json_fn)(char *, size_t);
 typedef int (*note_division_fn)(int, size_t, size_t, double);
 typedef int (*set_recorder_fn)(ucudnn_recorder_fn);
 typedef int (*call_cost_fn)(void *, double *);
+typedef int (*set_framework_fn)(ucudnn_framework_fn);
 
 static void *lookup(_Atomic(void *) *slot, const char *name)
 {
@@ -52,6 +53,7 @@ SHIM_FN(json_fn, last_plan_json)
 SHIM_FN(note_division_fn, note_division)
 SHIM_FN(set_recorder_fn, set_recorder)
 SHIM_FN(call_cost_fn, measure_call_cost)
+SHIM_FN(set_framework_fn, set_framework_source)
 
 int ucudnn_bridge_shim_loaded(void)
 {
@@ -146,4 +148,10 @@ int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms)
 {
     call_cost_fn fn = shim_measure_call_cost();
     return fn ? fn(bench_ctx, ms) : UCUDNN_BRIDGE_NO_SHIM;
+}
+
+int ucudnn_bridge_set_framework_source(ucudnn_framework_fn source)
+{
+    set_framework_fn fn = shim_set_framework_source();
+    return fn ? fn(source) : UCUDNN_BRIDGE_NO_SHIM;
 }

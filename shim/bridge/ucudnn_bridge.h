@@ -46,6 +46,9 @@ int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspa
 /* ucudnn_set_recorder(recorder); NULL unregisters. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
 int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder);
 
+/* ucudnn_set_framework_source(source); NULL unregisters. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
+int ucudnn_bridge_set_framework_source(ucudnn_framework_fn source);
+
 /* ucudnn_measure_call_cost(...): 0, a cuDNN status, or UCUDNN_BRIDGE_NO_SHIM. */
 int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms);
 

@@ -99,6 +99,8 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi.cdef('extern "Python" int _ucudnn_py_planner(const ucudnn_plan_request *, ucudnn_plan_reply *);')
     # The recorder of verdicts (checks of new plans on real executions); also in ucudnn/_runtime.py.
     ffi.cdef('extern "Python" void _ucudnn_py_recorder(const ucudnn_verdict *);')
+    # The framework source (what PyTorch's caching allocator holds unused, and its determinism); also there.
+    ffi.cdef('extern "Python" int _ucudnn_py_framework(ucudnn_framework_state *);')
     version = package_version()
     ffi.set_source(
         MODULE,

@@ -17,7 +17,8 @@ def test_graph_overhead_measures_all_three_paths() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout)
-    assert set(figures) == {"build", "execute", "execute_split_per_part", "live"}
+    assert set(figures) == {"build", "execute", "execute_split_per_part", "live", "heuristics", "heuristics_torch",
+                            "step_us", "step_us_direct", "step_ratio"}  # fmt: skip
     # The live-plans axis: both counts, both figures.
     live = figures.pop("live")
     assert set(live) == {"1", "50"} and all(set(v) == {"execute", "pack_cycle"} for v in live.values())

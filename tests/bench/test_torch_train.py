@@ -47,3 +47,36 @@ def test_report_shows_ratios_loss_differences_and_failures() -> None:
     assert "1.200x torch" in ucudnn and "1.00e-01" in ucudnn and " 40 " in ucudnn
     assert any("ucudnn+pressure" in line and "failed: exit 1: out of memory" in line for line in lines)
     assert "512 MiB" in lines[0] and "legacy" in lines[0]
+
+
+def test_conv3d_model_is_named_like_a_torchvision_one() -> None:
+    assert tt._parse_models("resnet18:256,conv3d:16") == [("resnet18", 256), ("conv3d", 16)]
+    assert tt.input_shape("conv3d", 16, 112, 8) == (16, 3, 8, 112, 112)
+    assert tt.input_shape("resnet18", 16, 224, 8) == (16, 3, 224, 224)
+    with pytest.raises(SystemExit):  # argparse's error exit, before anything runs
+        tt.main(["--frames", "0", "--models", "conv3d:2"])
+
+
+def test_graph_report_shows_the_graph_counters() -> None:
+    cfgs = tt.configs(None, pressure=True)
+    stats = {"graph_split_plans": 7, "graph_micro_batches": 123, "graph_rejected_by_measurement": 2, "graph_offers": 9}
+    results = [
+        tt.Result("conv3d", 16, "torch+pressure", ms_per_iter=90.0, losses=[2.3, 2.2]),
+        tt.Result("conv3d", 16, "ucudnn+pressure", ms_per_iter=45.0, losses=[2.3, 2.2], stats=stats),
+    ]
+    lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
+    assert lines[1].split()[-1] == "offers" and "graph-API" in lines[0]
+    row = next(line for line in lines if "ucudnn+pressure" in line)
+    assert row.split()[-4:] == ["7", "123", "2", "9"] and "2.000x" in row
+    legacy = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
+    assert "offers" not in legacy[1]
+
+
+def test_conv3d_model_runs_a_cpu_forward_where_torch_is_installed() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed (the CPU forward needs it; CI has none)")
+    model, classes = tt.build_model("conv3d")
+    x = torch.randn(*tt.input_shape("conv3d", 2, 32, 8))
+    out = model(x)
+    assert tuple(out.shape) == (2, classes)
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv3d)]
+    assert len(convs) == 4 and all(m.kernel_size == (3, 3, 3) for m in convs)

@@ -1,11 +1,14 @@
 // See client.h.
 #include "client.h"
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <ctime>
 
 namespace rc {
 
@@ -215,16 +218,17 @@ Json &Json::field(const std::string &k, int64_t v) {
     return *this;
 }
 
+std::string Json::number(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::ostringstream os;
+    os.precision(17);
+    os << v;
+    return os.str();
+}
+
 Json &Json::field(const std::string &k, double v) {
     key(k);
-    if (!std::isfinite(v)) {
-        body_ += "null";
-    } else {
-        std::ostringstream os;
-        os.precision(17);
-        os << v;
-        body_ += os.str();
-    }
+    body_ += number(v);
     return *this;
 }
 
@@ -238,6 +242,37 @@ Json &Json::raw(const std::string &k, const std::string &json) {
     key(k);
     body_ += json;
     return *this;
+}
+
+namespace {
+
+double wall_now() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+}  // namespace
+
+double CallTimer::model_now() {
+    // Looked up, not linked: a real cuDNN has neither name.
+    using clock_fn = double (*)();
+    using flag_fn = int (*)();
+    static const auto clock = reinterpret_cast<clock_fn>(dlsym(RTLD_DEFAULT, "ucudnn_host_model_clock_ms"));
+    static const auto modelling = reinterpret_cast<flag_fn>(dlsym(RTLD_DEFAULT, "ucudnn_host_timing_model"));
+    return clock && modelling && modelling() ? clock() : -1.0;
+}
+
+CallTimer::CallTimer() : wall0_(wall_now()), model0_(model_now()) {}
+
+void CallTimer::stop(std::vector<double> &wall_ms, std::vector<double> &model_ms) const {
+    wall_ms.push_back(wall_now() - wall0_);
+    if (model0_ >= 0) model_ms.push_back(model_now() - model0_);
+}
+
+void CallTimer::report(Json &out, const std::vector<double> &wall_ms, const std::vector<double> &model_ms) {
+    out.raw("call_ms", Json::array(wall_ms, Json::number));
+    if (!model_ms.empty()) out.raw("call_model_ms", Json::array(model_ms, Json::number));
 }
 
 int guarded_main(const char *program, int argc, char **argv, int (*run)(int, char **)) {

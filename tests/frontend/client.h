@@ -114,6 +114,7 @@ class Json {
     Json &raw(const std::string &k, const std::string &json);
     std::string str() const { return "{" + body_ + "}"; }
     static std::string quote(const std::string &s);
+    static std::string number(double v);  // a JSON number (null when not finite)
     template <typename T, typename F> static std::string array(const std::vector<T> &v, F each) {
         std::string out = "[";
         for (size_t i = 0; i < v.size(); i++) out += (i ? "," : "") + each(v[i]);
@@ -123,6 +124,21 @@ class Json {
   private:
     void key(const std::string &k);
     std::string body_;
+};
+
+// The time of one call: the host's monotonic clock, and the host backend's model clock (the modelled time of the
+// executions it ran, UCUDNN_HOST_TIMING=model) where the cuDNN library underneath exports one.
+class CallTimer {
+  public:
+    CallTimer();
+    void stop(std::vector<double> &wall_ms, std::vector<double> &model_ms) const;
+    // "call_ms" (and "call_model_ms" when the model clock is there) as arrays.
+    static void report(Json &out, const std::vector<double> &wall_ms, const std::vector<double> &model_ms);
+    // The model clock (ms, this thread), or a negative value where the library has none or is not modelling.
+    static double model_now();
+
+  private:
+    double wall0_, model0_;
 };
 
 // main() of a program: run(argc, argv)'s exit status; a bad command line exits 2 with the message on stderr, any

@@ -137,6 +137,7 @@ def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
         preload: bool = False,
         limit: str | None = None,
         extra: tuple[str, ...] = (),
+        env_extra: dict[str, str] | None = None,
     ) -> Run:
         folder = tmp_path / f"run{next(counter)}"
         folder.mkdir()
@@ -148,6 +149,7 @@ def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
             env["UCUDNN_STATS_FILE"] = str(stats_file)
         if limit is not None:
             env["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] = limit
+        env.update(env_extra or {})
         exe = getattr(programs, program)
         cmd = [str(exe), *p.args(), "--data", str(folder), "--capacity", str(capacity), *extra]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

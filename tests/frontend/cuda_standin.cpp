@@ -1,14 +1,18 @@
 // The CUDA runtime and NVRTC functions the real cudnn_frontend headers link, for test programs that run on the
 // host backend without a GPU. Memory is host memory, so copies are memcpy and synchronisation is immediate;
 // events read the host's monotonic clock, so the frontend's auto-tuning (time_sorted_plan) times the host
-// backend's real executions. There is one device; its properties are those of no GPU in particular but large
-// enough for every filter the frontend applies. Runtime compilation is never needed and always fails.
+// backend's real executions -- or, under UCUDNN_HOST_TIMING=model, the host backend's model clock (the modelled
+// time of the executions between two events), so that auto-tuning there is as deterministic as the model. There
+// is one device; its properties are those of no GPU in particular but large enough for every filter the
+// frontend applies. Runtime compilation is never needed and always fails.
 #include <cuda_runtime_api.h>
 
 #include <nvrtc.h>
 
 #include <cstring>
 #include <ctime>
+
+#include "client.h"
 
 struct CUevent_st {
     double ms = 0;
@@ -17,6 +21,8 @@ struct CUevent_st {
 namespace {
 
 double now_ms() {
+    double model = rc::CallTimer::model_now();
+    if (model >= 0) return model;
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;

@@ -6,7 +6,8 @@
 //
 // Usage: graph_v1 --op fprop|dgrad|wgrad --dtype float|half --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D] --data DIR --capacity BYTES [--calls K]
-// The data files and the JSON output are those of torch_v0 (client.h); exit status 0 when the op ran.
+// The data files and the JSON output (call times included) are those of torch_v0 (client.h); exit status 0 when
+// the op ran.
 #include <cudnn_frontend.h>
 
 #include <cstdio>
@@ -88,10 +89,14 @@ int run(int argc, char **argv) {
         check(g.get_workspace_size(ws), "get_workspace_size");
         out.field("engine", name).field("workspace", ws);
         std::unordered_map<int64_t, void *> pack = {{'x', x.get()}, {'w', w.get()}, {'y', y.get()}};
+        std::vector<double> wall_ms, model_ms;  // every call after the first
         for (; executed < calls; executed++) {
+            rc::CallTimer timer;
             auto block = alloc.allocate(ws);
             check(g.execute(handle, pack, block.get()), "execute");
+            if (executed) timer.stop(wall_ms, model_ms);
         }
+        rc::CallTimer::report(out, wall_ms, model_ms);
         out.field("status", "ok");
         const rc::Buffer &result = p.output_role() == 'x' ? x : p.output_role() == 'w' ? w : y;
         out.raw("checksum", rc::checksum(result, p.elem));

@@ -16,7 +16,8 @@
 // Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D --z-alpha A] --data DIR --capacity BYTES
 //                 [--benchmark 0|1 --benchmark-limit L --calls K --deterministic 0|1]
-// Prints one JSON object (the configs tried, engine, workspace, times, the output's checksum);
+// Prints one JSON object (the configs tried, engine, workspace, times, the output's checksum, and the time of each
+// call the kept plan served after the first: host wall clock, and the host backend's model clock where it has one);
 // exit status 0 when the op ran, 1 when no engine ran it, 2 on bad usage.
 #include <cudnn_frontend.h>
 #include <cudnn_frontend_find_plan.h>
@@ -339,7 +340,12 @@ int run(int argc, char **argv) {
         error = e.what();
     }
     int64_t executed = plan ? 1 : 0;
-    for (; plan && executed < calls; executed++) run_plan(s, *plan);  // PyTorch's plan cache serves these
+    std::vector<double> wall_ms, model_ms;
+    for (; plan && executed < calls; executed++) {  // PyTorch's plan cache serves these
+        rc::CallTimer timer;
+        run_plan(s, *plan);
+        timer.stop(wall_ms, model_ms);
+    }
     out.raw("tried", Json::array(s.tried, [](const std::string &t) { return t; }));
     if (plan) {
         out.field("status", "ok").field("engine", plan->getTag()).field("workspace", plan->getWorkspaceSize());
@@ -351,6 +357,7 @@ int run(int argc, char **argv) {
         out.field("status", "error").field("error", error);
     }
     out.field("calls", executed).field("allocator_peak", s.alloc.peak());
+    rc::CallTimer::report(out, wall_ms, model_ms);
     plan.reset();
     cudnnDestroy(s.handle);
     std::printf("%s\n", out.str().c_str());

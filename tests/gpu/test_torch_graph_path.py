@@ -8,6 +8,7 @@ it is not asserted.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -46,3 +47,34 @@ def test_the_example_on_pytorch_under_ucudnn_run(tmp_path: Path) -> None:
     losses = [[float(v) for v in re.findall(r"loss (\S+)", p.stdout)] for p in (alone, under)]
     assert len(losses[0]) == 3 and losses[1] == pytest.approx(losses[0], rel=2e-2, abs=2e-2)
     assert re.search(r"^ucudnn: .*graph API: [1-9]\d* convolution plan", under.stderr, re.M), under.stderr
+
+
+FRAMEWORK_MEMORY = """
+import ctypes, json, torch
+x = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+del x  # freed to PyTorch's cache: reserved, not allocated, not free for the driver
+free, _ = torch.cuda.mem_get_info()
+held = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+lib = ctypes.CDLL(None)
+lib.ucudnn_debug_framework_memory.restype = ctypes.c_size_t
+print(json.dumps({"free": free, "held": held, "figure": lib.ucudnn_debug_framework_memory()}))
+"""
+
+
+def test_framework_memory_counts_what_torch_caches(tmp_path: Path) -> None:
+    """In a PyTorch process the shim's figure of what the framework can allocate is the driver's free memory plus
+    PyTorch's reserved-but-unused bytes (rounded down to 64 MiB), not the driver's free memory alone."""
+    reason = _torch_cuda_reason()
+    if reason:
+        pytest.skip(reason)
+    from ucudnn import _paths
+
+    env = _env() | {"LD_PRELOAD": str(_paths.PRELOAD), "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
+    proc = subprocess.run([sys.executable, "-c", FRAMEWORK_MEMORY], env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["held"] >= 256 << 20, got
+    # Free memory moves a little between the two reads; the figure is rounded down to 64 MiB.
+    assert got["free"] + got["held"] - (128 << 20) <= got["figure"] <= got["free"] + got["held"] + (64 << 20), got
+    assert got["figure"] > got["free"], got

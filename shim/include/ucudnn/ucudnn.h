@@ -118,6 +118,27 @@ typedef void (*ucudnn_recorder_fn)(const ucudnn_verdict *verdict);
 /* Register (or with NULL, unregister) the recorder of verdicts. Returns 0. */
 int ucudnn_set_recorder(ucudnn_recorder_fn recorder);
 
+/*
+ * What the framework that calls cuDNN says of itself, where it can: the bytes its caching allocator holds without
+ * using them on the calling thread's current device (it hands them out for a workspace before asking the device
+ * for more; PyTorch: reserved - allocated), and whether it asks for deterministic algorithms (its heuristics
+ * filter then drops nondeterministic engines).
+ */
+typedef struct {
+    size_t held_bytes;
+    int deterministic;
+} ucudnn_framework_state;
+
+/*
+ * The framework source: 0 with *state filled, non-zero when it does not know (no such framework in the process).
+ * The shim asks it where it needs what the framework can allocate (a graph heuristics query, a Get/Find listing
+ * under the default limit), never per execution; the source may take the Python GIL.
+ */
+typedef int (*ucudnn_framework_fn)(ucudnn_framework_state *state);
+
+/* Register (or with NULL, unregister) the framework source. Returns 0. */
+int ucudnn_set_framework_source(ucudnn_framework_fn source);
+
 /* Library version number (MAJOR*10000 + MINOR*100 + PATCH) of the preload library. */
 int ucudnn_version(void);
 

@@ -1,0 +1,135 @@
+"""Issue 17: under ucudnn's defaults (no limit of its own), a memory-starved PyTorch gets faster engines, never
+slower -- driven by the real cudnn_frontend in PyTorch 2.11's order (both benchmark modes) and the v1 graph API.
+
+The simulated caching allocator holds CAPACITY bytes, and UCUDNN_HOST_DEVICE_MEMORY says the same to the preload
+library (on a GPU the driver's free memory would; see shim/uc_memory.c). Times are the host backend's model clock
+(UCUDNN_HOST_TIMING=model): the same every run, with the host's honest trade-off (workspace-hungry engines faster,
+a per-call cost, a small batch below peak rate). ``python -m tests.frontend.pressure`` shows the same on the wall
+clock.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Inputs, Problem, Run, RunClient
+from .test_real_clients import check_output, engine_index
+
+pytestmark = pytest.mark.realclient
+
+# 151 M multiply-adds at N = 8: the fast engines (Winograd, GEMM) need 9 to 15 MiB alone and fit 4 MiB at two
+# samples a part; PyTorch alone then runs the precomputed-index or direct engine, 2x (fprop) to 4x (dgrad) slower in
+# the model. wgrad has a per-sample GEMM engine (1.1 MiB) that fits undivided and beats any split of the others.
+SHAPE = {"n": 8, "c": 32, "k": 64, "hw": 32}
+CAPACITY = 4 << 20
+ROOMY = 1 << 30
+CALLS = 16  # beyond the variant's check: 1 + UC_OFFER_UNTIMED (2) + 2 x (1 warm-up + 3 samples)
+MODES = [0, 1]
+MODE_IDS = ["heuristics", "benchmark"]
+
+
+def under(capacity: int) -> dict[str, str]:
+    return {"UCUDNN_HOST_DEVICE_MEMORY": str(capacity)}
+
+
+def steady_ms(run: Run) -> float:
+    """The modelled time of the last call the kept plan served (after any check)."""
+    times = run.report["call_model_ms"]
+    assert len(times) == CALLS - 1, run.report
+    return float(times[-1])
+
+
+def pair(run_client: RunClient, program: str, op: str, capacity: int, benchmark: int | None) -> tuple[Run, Run]:
+    """The same op alone and under the preload library's defaults, with an allocator of `capacity` bytes."""
+    p = Problem(op, **SHAPE)
+    inputs = Inputs.make(p)
+    extra = ("--calls", str(CALLS)) + (("--benchmark", str(benchmark)) if benchmark is not None else ())
+    alone = run_client(program, p, inputs, capacity=capacity, extra=extra)
+    ucudnn = run_client(program, p, inputs, capacity=capacity, preload=True, extra=extra, env_extra=under(capacity))
+    check_output(alone, p, inputs)
+    check_output(ucudnn, p, inputs)
+    for run in (alone, ucudnn):
+        assert run.report["allocator_peak"] <= capacity, run.report
+    return alone, ucudnn
+
+
+@pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("op", ["fprop", "dgrad", "fused"])
+def test_memory_starved_torch_runs_the_fast_engine_micro_batched(
+    run_client: RunClient, op: str, benchmark: int
+) -> None:
+    alone, ucudnn = pair(run_client, "torch_v0", op, CAPACITY, benchmark)
+    stats = ucudnn.stats
+    # One variant offered in the heuristics list; its plan micro-batched, checked against the undivided engine the
+    # framework would have run, and kept.
+    assert stats["graph_offers"] >= 1 and stats["graph_split_plans"] >= 1 and stats["graph_micro_batches"] > 0, stats
+    assert stats["graph_verified"] == 1 and stats["graph_rejected_by_measurement"] == 0, stats
+    chosen = engine_index(ucudnn.report["engine"])
+    assert chosen != engine_index(alone.report["engine"]), (alone.report["engine"], ucudnn.report["engine"])
+    assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
+    if not benchmark:
+        # First config that allocates: the fast engine's config is out of memory, its variant right after it fits.
+        tried = ucudnn.report["tried"]
+        assert [t["result"] for t in tried] == ["out of memory", "ok"], tried
+        assert engine_index(tried[0]["tag"]) == engine_index(tried[1]["tag"]) == chosen
+        assert tried[0]["workspace"] > CAPACITY >= tried[1]["workspace"] > 0, tried
+        assert alone.report["tried"][0] == tried[0]  # the same first config, which PyTorch alone cannot allocate
+    else:
+        # One more plan built (the variant), timed among those that fit; PyTorch's own timing chose it.
+        assert ucudnn.report["plans_built"] == alone.report["plans_built"] + 1, (alone.report, ucudnn.report)
+        assert ucudnn.report["plans_fitting"] == alone.report["plans_fitting"] + 1
+        assert ucudnn.report["workspace"] <= CAPACITY
+
+
+@pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)
+def test_memory_starved_wgrad_is_never_slower(run_client: RunClient, benchmark: int) -> None:
+    """wgrad's per-sample engine fits undivided and is faster than any split: the variant is offered, and the
+    check (benchmark=False) or PyTorch's timing (benchmark=True) keeps PyTorch's own choice."""
+    alone, ucudnn = pair(run_client, "torch_v0", "wgrad", CAPACITY, benchmark)
+    assert ucudnn.stats["graph_offers"] >= 1, ucudnn.stats
+    assert steady_ms(ucudnn) <= steady_ms(alone) * (1 + 1e-9), (steady_ms(ucudnn), steady_ms(alone))
+    if not benchmark:
+        assert ucudnn.stats["graph_verified"] == 1 and ucudnn.stats["graph_rejected_by_measurement"] == 1
+
+
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
+def test_memory_starved_v1_graph_api_filters_in_the_variant(run_client: RunClient, op: str) -> None:
+    """The v1 API drops configs by ENGINECFG_WORKSPACE_SIZE: the variant's reports its micro-batched workspace."""
+    alone, ucudnn = pair(run_client, "graph_v1", op, CAPACITY, None)
+    assert ucudnn.stats["graph_offers"] >= 1 and ucudnn.stats["graph_split_plans"] >= 1, ucudnn.stats
+    assert ucudnn.report["workspace"] <= CAPACITY
+    assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
+
+
+@pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("op", ["fprop", "dgrad", "wgrad", "fused"])
+def test_no_pressure_changes_nothing(run_client: RunClient, op: str, benchmark: int) -> None:
+    """Room for every workspace (and the preload library told so): nothing offered, nothing split, the same
+    configs tried and the same engine as PyTorch alone, bit for bit."""
+    alone, ucudnn = pair(run_client, "torch_v0", op, ROOMY, benchmark)
+    stats = ucudnn.stats
+    assert stats["graph_offers"] == 0 and stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0
+    assert ucudnn.report["engine"] == alone.report["engine"]
+    assert ucudnn.report["tried"] == alone.report["tried"]
+    assert ucudnn.report.get("plans_built") == alone.report.get("plans_built")
+    assert (ucudnn.output == alone.output).all()
+    assert steady_ms(ucudnn) == steady_ms(alone)
+
+
+def test_deterministic_torch_gets_a_deterministic_variant(run_client: RunClient) -> None:
+    """PyTorch asking for determinism drops nondeterministic configs (here: every dgrad engine that fits 4 MiB),
+    so alone it finds no engine; told so (UCUDNN_DETERMINISTIC=1 in a C/C++ host, torch's own flags through the
+    framework source in a Python host), the shim offers a deterministic variant and checks it against nothing
+    nondeterministic: the op runs, micro-batched, with the deterministic engine's result."""
+    p = Problem("dgrad", **SHAPE)
+    inputs = Inputs.make(p)
+    extra = ("--calls", str(CALLS), "--deterministic", "1")
+    alone = run_client("torch_v0", p, inputs, capacity=CAPACITY, extra=extra)
+    assert alone.report["status"] == "error" and alone.returncode == 1, alone.report
+    env = under(CAPACITY) | {"UCUDNN_DETERMINISTIC": "1"}
+    ucudnn = run_client("torch_v0", p, inputs, capacity=CAPACITY, preload=True, extra=extra, env_extra=env)
+    check_output(ucudnn, p, inputs)
+    assert ucudnn.stats["graph_split_plans"] == 1 and ucudnn.stats["graph_verified"] == 0, ucudnn.stats
+    roomy = run_client("torch_v0", p, inputs, extra=extra)  # the same engine undivided, with room for it
+    assert engine_index(roomy.report["engine"]) == engine_index(ucudnn.report["engine"])
+    assert (roomy.output == ucudnn.output).all()
