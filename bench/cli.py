@@ -22,6 +22,7 @@ from ucudnn import __version__, config
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
 from ucudnn.cli._files import ensure_parent
+from ucudnn.cli._parser import Parser
 from ucudnn.config import ConfigError, format_size, parse_size
 
 OPS = ("fwd", "bwd-data", "bwd-filter")
@@ -73,7 +74,7 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="ucudnn-bench",
         description="Benchmark ucudnn (micro-batched cuDNN convolutions) against undivided cuDNN under "
         "workspace limits, on DeepBench problem files or built-in suites.",

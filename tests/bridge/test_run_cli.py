@@ -137,3 +137,31 @@ def test_a_new_database_directory_is_created_and_said(fake_build: FakeBuild, tmp
     assert target.parent.is_dir() and not target.exists()
     again = ucudnn_run(fake_build.shim, "--database", str(target), "--", "true")
     assert again.returncode == 0 and "created" not in again.stderr
+
+
+def test_a_mistyped_option_is_answered_by_the_subcommand_with_the_option_meant(fake_build: FakeBuild) -> None:
+    # Was: the top-level usage (`ucudnn [-h] [--version] COMMAND ...`) and no suggestion.
+    for typed in (("--worksapce", "64MiB"), ("--worksapce=64MiB",)):
+        bad = ucudnn_run(fake_build.shim, *typed, "--", sys.executable, "-c", "print('ran')")
+        assert bad.returncode == 2 and "ran" not in bad.stdout, bad.stderr
+        assert bad.stderr.startswith("usage: ucudnn run "), bad.stderr
+        assert bad.stderr.rstrip().endswith("ucudnn run: error: unrecognized arguments: "
+                                            f"{typed[0]} (did you mean --workspace?)"), bad.stderr  # fmt: skip
+    # The program's own options after `--` are its business.
+    ok = ucudnn_run(fake_build.shim, "--", sys.executable, "-c", "print('ran')", "--worksapce")
+    assert ok.returncode == 0 and "ran" in ok.stdout, ok.stderr
+
+
+def test_every_subcommand_and_the_benchmark_suggest_the_option_meant() -> None:
+    cases = {
+        ("-m", "ucudnn.cli", "db", "stats", "--databse", "x.sqlite"): "ucudnn db stats: error: ",
+        ("-m", "ucudnn.cli", "plan", "--tabel", "t.json", "--list"): "ucudnn plan: error: ",
+        ("-m", "ucudnn.bench.cli", "--quick", "--worksapce", "1MiB"): "ucudnn-bench: error: ",
+    }
+    meant = {"--databse": "--database", "--tabel": "--table", "--worksapce": "--workspace"}
+    for argv, prefix in cases.items():
+        proc = run_cmd([sys.executable, *argv], clean_env())
+        typo = next(a for a in argv if a in meant)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith(prefix)]
+        assert f"did you mean {meant[typo]}?" in line, proc.stderr
