@@ -21,7 +21,7 @@ from typing import Any
 from ucudnn import __version__, config
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
-from ucudnn.cli._files import ensure_parent
+from ucudnn.cli._files import NotACache, blank, ensure_parent, refuse_foreign
 from ucudnn.cli._parser import Parser
 from ucudnn.config import ConfigError, format_size, parse_size
 
@@ -297,12 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             missing = plot_unavailable()
             if missing:
                 raise UsageError(f"{missing}; nothing was run")
-        database = Path(args.database).expanduser() if args.database else config.database_path()
-    except (ProblemError, ConfigError, UsageError) as exc:
+        explicit = args.database is not None and not blank(args.database)  # blank: not given
+        database = Path(args.database).expanduser() if explicit else config.database_path()
+        refuse_foreign(database)
+    except (ProblemError, ConfigError, UsageError, NotACache) as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
-    if args.database:
-        os.environ["UCUDNN_DATABASE"] = args.database
+    if explicit:
+        os.environ["UCUDNN_DATABASE"] = str(database)
         try:
             ensure_parent(database, "ucudnn-bench")
         except OSError as exc:
@@ -369,8 +371,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
     print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing,
                                problems=legend))
-    print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
-          f"{database}`)")
+    runtime = sys.modules.get("ucudnn._runtime")  # the planner's, imported by the preload library when it planned
+    not_written = runtime.cache_not_written() if runtime is not None else None
+    if not_written:
+        print(f"cache: {database} was not written ({not_written}): this run's benchmarks and plans stayed in memory, "
+              "so a second run measures them again")  # fmt: skip
+    else:
+        print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
+              f"{database}`)")  # fmt: skip
     meta = {
         "ucudnn_version": __version__,
         "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],

@@ -47,6 +47,7 @@ _lock = threading.Lock()
 _planner: Planner | None = None
 _network: Network | None = None
 _registered = False
+_memory_only: str | None = None  # why the planner's cache is not its file, when it cannot open it
 
 
 def planner() -> Planner:
@@ -63,9 +64,20 @@ def planner() -> Planner:
                 cache = Cache(path, memory_fallback=True)
             except Exception as exc:
                 log.warning("cannot open the cache %s (%s); plans of this process are kept in memory only", path, exc)
+                global _memory_only
+                _memory_only = str(exc)
                 cache = Cache.in_memory()
             _planner = Planner(cache)
         return _planner
+
+
+def cache_not_written() -> str | None:
+    """Why what this process measures and plans is not kept in its cache file (it cannot be opened, is not a
+    ucudnn cache, is read-only, or stayed locked); None when it is, or when nothing has been planned yet."""
+    with _lock:
+        if _planner is None:
+            return None
+        return _memory_only or _planner.cache.memory_only
 
 
 def _note_division(division: Division) -> None:

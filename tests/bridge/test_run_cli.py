@@ -165,3 +165,28 @@ def test_every_subcommand_and_the_benchmark_suggest_the_option_meant() -> None:
         assert proc.returncode == 2, proc.stderr
         (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith(prefix)]
         assert f"did you mean {meant[typo]}?" in line, proc.stderr
+
+
+def test_a_blank_file_option_is_unset(fake_build: FakeBuild, tmp_path: Path) -> None:
+    """Blank means unset, for options as for variables. Was: made absolute before the check, "  " named a file of
+    spaces in the working directory, `--database=` the working directory itself, and `--stats-file=` exited 2 (Is
+    a directory) without running the program."""
+    for value in ("", "  "):
+        proc = ucudnn_run(fake_build.shim, f"--database={value}", f"--stats-file={value}", "--", sys.executable, "-c",
+                          SHOW_ENV, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        env = json.loads(proc.stdout)
+        assert env["UCUDNN_DATABASE"] == value and env["UCUDNN_STATS_FILE"] == value  # blank: the defaults
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_that_is_not_a_ucudnn_cache_is_refused_and_left_alone(fake_build: FakeBuild, tmp_path: Path) -> None:
+    notes = tmp_path / "notes2.py"
+    notes.write_text("print('my notes')\n")
+    for how in (("--database", str(notes)), ()):
+        proc = ucudnn_run(fake_build.shim, *how, "--", sys.executable, "-c", "print('ran')",
+                          env={"UCUDNN_DATABASE": str(notes)} if not how else None)  # fmt: skip
+        assert proc.returncode == 2 and "ran" not in proc.stdout, proc.stderr
+        assert proc.stderr == f"ucudnn run: {notes} is not a ucudnn cache: it is not an SQLite database; it was left " \
+                              "as it is (name another file)\n"  # fmt: skip
+    assert notes.read_text() == "print('my notes')\n" and [p.name for p in tmp_path.iterdir()] == ["notes2.py"]
