@@ -6,6 +6,7 @@
  * intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper.
  */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,26 +324,58 @@ static void in_forked_child(void)
     atomic_store(&calls_at_fork, calls_seen());
 }
 
+static void at_exit_status(int status, void *arg);
+
 __attribute__((constructor)) static void watch_forks(void)
 {
     pthread_atfork(NULL, NULL, in_forked_child);
+    /* Registered before the dynamic linker's own exit handler when preloaded, so it runs after the destructors
+     * (at_exit below); the library is linked nodelete, so it is still there then. */
+    on_exit(at_exit_status, NULL);
 }
 
-/*
- * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
- * warning when no cuDNN convolution call reached the preload library at all.
- */
+static int cuda_library(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    const char *base = slash ? slash + 1 : info->dlpi_name ? info->dlpi_name : "";
+    if (!strncmp(base, "libcudnn", 8) || !strncmp(base, "libcuda.so", 10))
+        *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* 1 when a cuDNN library (loaded privately, or never called) or the CUDA driver (a GPU program, maybe with a static
+ * cuDNN) is in the process: a program that does convolutions we could have seen. */
+static int convolutions_possible(void)
+{
+    int found = 0;
+    dl_iterate_phdr(cuda_library, &found);
+    return found;
+}
+
+/* At exit: the summary line and the stats file. */
 __attribute__((destructor)) static void at_exit(void)
 {
     if (atomic_load(&forked) && calls_seen() == atomic_load(&calls_at_fork))
         return; /* its parent's counts, which the parent reports */
-    int saw_calls = calls_seen() != 0;
     say_summary();
-    write_stats_file(saw_calls);
+    write_stats_file(calls_seen() != 0);
+}
+
+/*
+ * In the program `ucudnn run` started (UCUDNN_RUN_PID): a warning when no cuDNN convolution call reached the
+ * preload library although the program ended well (exit status 0) with a cuDNN or CUDA library loaded. A program
+ * that failed (or failed to start: a missing script, a bad argument) or never loaded one (`true`, a CPU-only run)
+ * gets no warning: it had nothing for ucudnn to see, or a message of its own. (A process that calls _exit says
+ * nothing, as before.)
+ */
+static void at_exit_status(int status, void *arg)
+{
+    (void)arg;
     size_t run_pid = uc_cfg_run_pid();
-    if (!saw_calls && run_pid && run_pid == (size_t)getpid())
-        uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld); "
-               "child processes report their own. Programs that load libcudnn privately (e.g. ctypes without "
-               "ucudnn.cudnn.load) or static builds cannot be seen: see the README, \"When ucudnn sees nothing\"",
-               (long)getpid());
+    if (status == 0 && calls_seen() == 0 && run_pid && run_pid == (size_t)getpid() && convolutions_possible())
+        uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld), "
+               "which loaded a cuDNN or CUDA library; child processes report their own. Programs that load libcudnn "
+               "privately (e.g. ctypes without ucudnn.cudnn.load) or static builds cannot be seen: see the README, "
+               "\"When ucudnn sees nothing\"", (long)getpid());
 }

@@ -84,6 +84,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 2.0
 LOCK_WAIT_S = 10.0
 _LOCK_POLL_S = 0.05
+# A wait is said once it has lasted this long: ranks that open one cache at once wait for each other briefly, and
+# a line on every rank for that would be noise.
+WAIT_NOTICE_S = 2.0
 
 _SCHEMA = (
     """CREATE TABLE benchmark_runs (
@@ -353,7 +356,15 @@ class Cache:
         try:
             if not self.path.parent.is_dir():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                log.warning("created directory %s for the cache %s", self.path.parent, self.path.name)
+                # The default cache's directory is created on first use, as it should be (info); a directory that
+                # a UCUDNN_DATABASE or --database named, maybe mistyped, is worth a warning.
+                default = self.path == config.database_path({**os.environ, "UCUDNN_DATABASE": ""})
+                log.log(
+                    logging.INFO if default else logging.WARNING,
+                    "created directory %s for the cache %s",
+                    self.path.parent,
+                    self.path.name,
+                )
         except OSError as exc:
             raise CacheError(f"cannot create the directory of the cache {self.path}: {exc.strerror or exc}") from None
         # Serialise check-and-move-aside across processes, so two ranks finding the same bad file do not both
@@ -478,12 +489,16 @@ class Cache:
         log.info("not waiting any longer for the cache %s: %s; this process plans in memory only", self.path, why)
         return conn
 
-    def _say_wait(self, why: str) -> None:
-        """One line, the first time this Cache waits for another process: what for, how long, and then what."""
-        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
-        level = logging.DEBUG if self._wait_said else logging.WARNING
+    def _say_wait(self, why: str, waited_s: float) -> None:
+        """One line, the first time a wait of this Cache for another process has lasted WAIT_NOTICE_S: what for, how
+        long at most, and then what (shorter waits, as between ranks starting together, are not worth a line)."""
+        if waited_s < WAIT_NOTICE_S or self._wait_said:
+            return
         self._wait_said = True
-        log.log(level, "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then)
+        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
+        log.warning(
+            "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then
+        )
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[bool]:
@@ -496,19 +511,17 @@ class Cache:
         except OSError as exc:
             raise CacheError(f"cannot open the cache {self.path}: {exc.strerror or exc}") from None
         try:
-            deadline = time.monotonic() + self._lock_wait_s
-            waiting = False
+            started = time.monotonic()
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if time.monotonic() >= deadline:
+                    waited = time.monotonic() - started
+                    if waited >= self._lock_wait_s:
                         yield False
                         return
-                    if not waiting:
-                        waiting = True
-                        self._say_wait("another process holds its lock")
+                    self._say_wait("another process holds its lock", waited)
                     time.sleep(_LOCK_POLL_S)
             yield True
         finally:
@@ -588,8 +601,7 @@ class Cache:
     def _retry(self, fn: Callable[[], T]) -> T:
         """``fn`` retried while the file is locked by another process, for at most ``lock_wait_s`` in all (each
         try waits up to the busy timeout); then _Busy."""
-        deadline = time.monotonic() + self._lock_wait_s
-        waiting = False
+        started = time.monotonic()
         attempt = 0
         while True:
             try:
@@ -597,12 +609,11 @@ class Cache:
             except sqlite3.OperationalError as exc:
                 if not _is_locked(exc) or self.path is None or self.memory_only:
                     raise
-                left = deadline - time.monotonic()
+                waited = time.monotonic() - started
+                left = self._lock_wait_s - waited
                 if left <= 0:
                     break
-                if not waiting:
-                    waiting = True
-                    self._say_wait("another process holds it locked")
+                self._say_wait("another process holds it locked", waited)
                 delay = min(left, 0.5, 0.05 * 2**attempt) * (0.5 + random.random())
                 attempt += 1
                 time.sleep(delay)

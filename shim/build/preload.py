@@ -178,7 +178,8 @@ def build(out_dir: Path) -> list[Path]:
                 f"-DUCUDNN_VERSION_NUMBER={version_number()}",
                 f"-ffile-prefix-map={gen}=gen",
             ],
-            ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-pthread"],
+            # nodelete: the library registers an on_exit handler (uc_control.c), which must outlive a dlclose.
+            ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-Wl,-z,nodelete", "-pthread"],
             libs=["dl", "pthread"],
         )
     check_needed(lib)

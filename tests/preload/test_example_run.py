@@ -69,14 +69,41 @@ def test_the_summary_is_silenced_by_the_log_level(tmp_path: Path) -> None:
     assert SUMMARY.search(quiet.stderr) is None, quiet.stderr
 
 
+# A program that loads cuDNN privately (its own handle, not the dynamic symbols LD_PRELOAD interposes) and ends well.
+PRIVATE_CUDNN = "import ctypes; from ucudnn import _paths; ctypes.CDLL(str(_paths.HOST_CUDNN)); print('loaded')"
+
+
 def test_a_program_the_shim_never_sees_still_gets_a_stats_file_and_a_warning(tmp_path: Path) -> None:
     stale = tmp_path / "stats.json"
     stale.write_text('{"calls": 99}')  # an earlier run's: replaced, never read as this run's
-    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", "print('no convolutions')")
+    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", PRIVATE_CUDNN)
     s = stats(stale)
     assert s["calls"] == 0 and s["queries"] == 0 and s["graph_calls"] == 0, s
     assert proc.stderr.count(NOTHING_SEEN) == 1, proc.stderr
     assert SUMMARY.search(proc.stderr) is None
+
+
+@pytest.mark.parametrize(
+    ("program", "status"),
+    [
+        (["true"], 0),  # never loads cuDNN: nothing to see
+        ([sys.executable, "-c", "print('no convolutions')"], 0),
+        ([sys.executable, "no-such-script.py"], 2),  # failed to start: its own message is the one that matters
+        ([sys.executable, "-c", PRIVATE_CUDNN + "; raise SystemExit(3)"], 3),  # failed after loading cuDNN
+    ],
+    ids=["true", "no-cudnn", "failed-to-start", "failed"],
+)
+def test_no_warning_for_a_program_with_nothing_to_see_or_that_failed(
+    tmp_path: Path, program: list[str], status: int
+) -> None:
+    """Was: the warning for `true` and for programs that never started."""
+    full = base_env()
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    proc = subprocess.run([sys.executable, "-m", "ucudnn.cli", "run", "--", *program], env=full, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == status, proc.stderr
+    assert NOTHING_SEEN not in proc.stderr, proc.stderr
 
 
 def test_a_child_without_calls_neither_warns_nor_overwrites_the_programs_counts(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ucudnn import cache as cache_mod
+from ucudnn import config
 from ucudnn.cache import APPLICATION_ID, SCHEMA_VERSION, BenchmarkRow, Cache, CacheError, PlanKey, Verdict
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
@@ -438,3 +439,15 @@ def test_creating_the_caches_directory_is_said_once(tmp_path: Path, caplog: pyte
     said = [r.getMessage() for r in caplog.records if "created directory" in r.getMessage()]
     assert said == [f"created directory {path.parent} for the cache cache.sqlite"], said
     assert path.is_file()
+
+
+def test_the_default_caches_directory_is_created_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: `ucudnn: warning: created directory ...` the first time any program used the default cache."""
+    monkeypatch.delenv("UCUDNN_DATABASE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = tmp_path / "xdg" / "ucudnn" / "cache.sqlite"
+    assert config.database_path() == default
+    Cache(default, memory_fallback=True).close()  # as the planner in a program opens it
+    assert default.is_file() and "warning" not in capsys.readouterr().err
