@@ -14,14 +14,15 @@
 
 #include "uc_internal.h"
 
-static ucudnn_perf plan_row(const uc_plan *p)
+/* A plan's row, planned at `limit`: its workspace as uc_reported_workspace says (room for the check's rival). */
+static ucudnn_perf plan_row(const uc_call *c, const uc_plan *p, size_t limit)
 {
     ucudnn_perf row;
     memset(&row, 0, sizeof row);
     row.algo = p->algo0;
     row.status = 0;
     row.time_ms = p->time_ms;
-    row.memory = p->workspace;
+    row.memory = uc_reported_workspace(c, p, limit);
     row.determinism = p->deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
     row.math_type = p->math0;
     return row;
@@ -52,7 +53,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
             int ok = p && p->count > 0;
             size_t ws = ok ? p->workspace : 0;
             if (ok) {
-                front[nf++] = plan_row(p);
+                front[nf++] = plan_row(c, p, lim);
                 all_det = all_det && p->deterministic;
             }
             uc_plan_release(p);
@@ -74,7 +75,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
         if (!all_det) {
             uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
             if (pd && pd->count > 0) {
-                ucudnn_perf row = plan_row(pd);
+                ucudnn_perf row = plan_row(c, pd, limit);
                 int listed = 0;
                 for (int j = 0; j < n; j++)
                     listed = listed || same_row(&rows[j], &row);
@@ -101,19 +102,19 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
     return (cudnnStatus_t)real_status;
 }
 
-/* The plan's workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
+/* The plan's reported workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
 static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 {
     size_t limit = uc_cfg_planning_limit();
     int found = 0;
     uc_plan *p = uc_get_plan(c, limit, 0, NULL);
     if (p && p->count > 0 && algo == p->algo0) {
-        *bytes = p->workspace;
+        *bytes = uc_reported_workspace(c, p, limit);
         found = 1;
     } else if (p && p->count > 0 && !p->deterministic) {
         uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
         if (pd && pd->count > 0 && algo == pd->algo0) {
-            *bytes = pd->workspace;
+            *bytes = uc_reported_workspace(c, pd, limit);
             found = 1;
         }
         uc_plan_release(pd);

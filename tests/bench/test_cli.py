@@ -396,3 +396,28 @@ def test_a_blank_database_is_the_default_never_a_file_named_by_blanks(tmp_path: 
     default = home / "ucudnn" / "cache.sqlite"
     assert default.is_file() and f"cache: {default} " in r.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "tiny.csv"]
+
+
+@pytest.mark.parametrize(
+    ("op", "skew", "fast"), [("fwd", "fwd:7:0.5", "GEMM"), ("bwd-data", "bwd_data:5:0.5", "ALGO_1")]
+)
+def test_no_row_is_slower_than_cudnn_alone_when_find_flatters_a_split(
+    tmp_path: Path, op: str, skew: str, fast: str
+) -> None:
+    """Find reports Winograd twice as fast as it runs (model clock: every figure exact). At 8 MiB the planner then
+    prefers 2 x 16 Winograd (4.9 MB) to undivided `fast`, which fits 8 MiB but not 4.9 MB, and runs faster.
+    Was: the split was checked only against the best undivided algorithm within its own 4.9 MB (far slower) and
+    kept, or not checked at all with the verdict of the 4 MiB row: the 8 MiB row ran at 0.73x. Now Get*_v7 reports
+    the split's workspace with room for `fast`, its check times the two, and `fast` runs."""
+    problems = write(tmp_path, "s14.csv", "s14,14,14,32,32,64,3,3,1,1,1,1\n")
+    out = tmp_path / "r.json"
+    r = run_cli("--problems", str(problems), "--ops", op, "--workspace", "4MiB,8MiB", "--host-timing", "model",
+                "--repeat", "1", "--json", str(out), "--database", str(tmp_path / "c.sqlite"), "--progress", "none",
+                env={"UCUDNN_HOST_FIND_SKEW": skew, "UCUDNN_VERIFY_SAMPLES": "3"})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["status"] for row in rows] == ["ok", "ok"]
+    assert all(row["speedup"] >= 1 - 1e-3 for row in rows), [(row["limit_bytes"], row["speedup"]) for row in rows]
+    at8 = rows[1]
+    assert at8["undivided_algo"] == fast and at8["verified"] and at8["rejected_by_measurement"], at8
+    assert [(m["count"], m["batch"], m["algo_name"]) for m in at8["micro_batches"]] == [(1, 32, fast)]
