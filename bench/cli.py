@@ -39,7 +39,8 @@ EPILOG = f"""
 timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
 between them, and its time is the total / the number of calls. Every execution is warmed up (--warmup samples),
 then the undivided baseline and ucudnn are sampled alternately --repeat times each (both see the same background
-load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default; with
+load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default, each
+sample the least of --best-of (3) timings taken back to back (other processes' work only ever adds time); with
 --host-timing model (UCUDNN_HOST_TIMING=model) its Find reports modelled times and executions are timed by its
 model clock (ucudnn_host_model_clock_ms: the modelled time of exactly the convolutions that ran), so measured and
 predicted speedups are comparable. The cuda backend times with CUDA events on the handle's stream, recorded
@@ -138,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     what.add_argument(
         "--repeat", type=int, metavar="R", help=f"timed samples per configuration (default 5; quick {QUICK_REPEAT})"
+    )
+    what.add_argument(
+        "--best-of",
+        type=int,
+        metavar="K",
+        help="host backend, wall clock: each sample is the least of K timings of its calls, taken back to back -- "
+        "work of other processes only ever adds time (default 3; 1: a single timing)",
     )
     what.add_argument(
         "--calls-per-sample",
@@ -289,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads = 1  # steady timings on a shared or small machine; see --threads
         if threads is not None and threads <= 0:
             raise UsageError(f"--threads {threads}: must be positive")
+        if args.best_of is not None and args.best_of <= 0:
+            raise UsageError(f"--best-of {args.best_of}: must be positive")
         if args.quick and args.backend != "host":
             raise UsageError("--quick runs on the host backend; drop --backend or --quick")
         if args.plot is not None:
@@ -324,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     try:
-        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads)
+        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads,
+                               best_of=args.best_of)  # fmt: skip
     except BackendUnavailable as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
@@ -397,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calls_per_sample": "auto" if runner.adaptive else runner.most_calls,
         "sample_ms": args.sample_ms if runner.adaptive else None,
         "warmup": args.warmup,
+        "best_of": getattr(backend, "best_of", 1) if backend.timing == "measure" else 1,
         "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
         "database": str(database),
