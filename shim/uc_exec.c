@@ -211,6 +211,8 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         *verify = check;
     else
         uc_verify_release(check);
+    if (check && *verify == check)
+        UC_COUNT(checks_started, 1);
     uc_plan_release(p);
     return cached;
 }
@@ -259,6 +261,12 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
     size_t cap = uc_cfg_exec_cap();
     /* All the decision depends on: one entry per value. A NULL workspace offers nothing, whatever its size. */
     size_t usable = !a->ws ? 0 : a->ws_bytes < cap ? a->ws_bytes : cap;
+    size_t offered = a->ws ? a->ws_bytes : 0;
+    UC_COUNT_MAX(max_offered_workspace, offered);
+    if (offered > cap)
+        UC_COUNT(limit_bound_calls, 1);
+    else
+        UC_COUNT(caller_bound_calls, 1);
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_EXEC, a->k, uc_cfg_policy(), a->algo, usable, cap);
     uc_verify *v = NULL;
@@ -295,6 +303,8 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         float base_ms = atomic_load(&run->base_ms);
         if (run->count > 1)
             UC_COUNT(divided_calls, 1);
+        if (run->count > 1 && slot >= 0)
+            UC_COUNT(verify_divided_calls, 1);
         if (run->time_ms > 0) {
             UC_COUNT(predicted_ns, run->time_ms * 1e6);
             UC_COUNT(undivided_predicted_ns, (run->count > 1 && base_ms > 0 ? base_ms : run->time_ms) * 1e6);

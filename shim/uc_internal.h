@@ -419,7 +419,14 @@ typedef struct {
         graph_micro_batches, graph_verified, graph_rejected_by_measurement, plan_evictions, startup_passthrough,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
          * undivided choices in the same workspaces, the largest workspace a plan ran in */
-        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;
+        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace,
+        /* executions that ran micro-batched as the plan side of a check (counted in divided_calls too); the
+         * executions whose workspace the program's offer bounded or an explicit per-kernel limit did, and the
+         * largest workspace offered; algorithm lists made under an explicit limit, and those it shaped */
+        verify_divided_calls, caller_bound_calls, limit_bound_calls, max_offered_workspace, limit_lists,
+        limit_bound_lists,
+        /* checks of new plans begun (those not counted in `verified` by the end never finished) */
+        checks_started;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

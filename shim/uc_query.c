@@ -37,12 +37,30 @@ static int same_row(const ucudnn_perf *a, const ucudnn_perf *b)
     return a->algo == b->algo && a->memory == b->memory;
 }
 
-static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, const ucudnn_perf *real_rows,
-                            int nreal, int requested, int *returned, void *out)
+/* Whether an explicit per-kernel limit shaped this list: the real library's first-ranked algorithm within the
+ * caller's own bound (`uncapped`: the free device memory, or the workspace a Find*Ex offers) needs more than
+ * `limit`. Counted for the exit summary, so that a limit that never bound is seen to change nothing. */
+static void note_limit(size_t limit, size_t uncapped, const ucudnn_perf *real_rows, int nreal)
+{
+    if (uc_cfg_limit_auto() || uc_cfg_total_workspace() || limit >= uncapped)
+        return;
+    UC_COUNT(limit_lists, 1);
+    for (int i = 0; i < nreal; i++) {
+        if (real_rows[i].status != 0 || real_rows[i].memory > uncapped)
+            continue;
+        if (real_rows[i].memory > limit)
+            UC_COUNT(limit_bound_lists, 1);
+        break;
+    }
+}
+
+static cudnnStatus_t answer(const uc_call *c, size_t limit, size_t uncapped, int real_status,
+                            const ucudnn_perf *real_rows, int nreal, int requested, int *returned, void *out)
 {
     ucudnn_perf rows[UC_MAX_FRONT + 1 + UC_MAX_ROWS];
     int n = 0;
     if (real_status == 0) {
+        note_limit(limit, uncapped, real_rows, nreal);
         /* The front: the fastest plan within the limit, then the fastest within one byte less than its
          * workspace, and so on down to the least workspace. Each step is the planner's exact optimum there. */
         ucudnn_perf front[UC_MAX_FRONT];
@@ -200,7 +218,9 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0;
     int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
-    return answer(&c, uc_cfg_planning_limit(), st, rows, n, requested, returned, out);
+    size_t free_mem = uc_device_free_memory();
+    return answer(&c, uc_cfg_planning_limit(), free_mem ? free_mem : UC_UNLIMITED, st, rows, n, requested, returned,
+                  out);
 }
 
 cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
@@ -293,7 +313,7 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
         n = 0;
     size_t ws_cap = uc_cfg_exec_cap();
     uc_call c = {handle, &k, x, y, w, conv};
-    return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, st, rows, n, requested, returned, out);
+    return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, ws_bytes, st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithmEx(
