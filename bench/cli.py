@@ -21,7 +21,8 @@ from typing import Any
 from ucudnn import __version__, config
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
-from ucudnn.cli._files import ensure_parent
+from ucudnn.cli._files import NotACache, blank, ensure_parent, refuse_foreign
+from ucudnn.cli._parser import Parser
 from ucudnn.config import ConfigError, format_size, parse_size
 
 OPS = ("fwd", "bwd-data", "bwd-filter")
@@ -30,15 +31,16 @@ DEFAULT_LIMITS = "8MiB,64MiB,512MiB"
 # --quick: limits that bind on the quick suite's layers (their im2col-style workspaces at N are tens of MiB).
 QUICK_LIMITS = "1MiB,4MiB,16MiB"
 QUICK_REPEAT = 3
-# Measured (`time ucudnn-bench --quick` with an empty cache: 13-16 s while the 2 cores were less busy, 24-26 s while
-# other work shared them); the README states the same figure (a test holds them together).
-QUICK_DURATION = "10-25 s on 2 CPU cores"
+# Measured (`time ucudnn-bench --quick` with an empty cache, 2026-11-26, other work on the 2 cores: 24.8-29.2 s at load
+# average 2.8-3.1, 44 s at 4.2); the README states the same figure (a test holds them together).
+QUICK_DURATION = "25-45 s on 2 CPU cores"
 
 EPILOG = f"""
 timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
 between them, and its time is the total / the number of calls. Every execution is warmed up (--warmup samples),
 then the undivided baseline and ucudnn are sampled alternately --repeat times each (both see the same background
-load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default; with
+load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default, each
+sample the least of --best-of (3) timings taken back to back (other processes' work only ever adds time); with
 --host-timing model (UCUDNN_HOST_TIMING=model) its Find reports modelled times and executions are timed by its
 model clock (ucudnn_host_model_clock_ms: the modelled time of exactly the convolutions that ran), so measured and
 predicted speedups are comparable. The cuda backend times with CUDA events on the handle's stream, recorded
@@ -73,7 +75,7 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="ucudnn-bench",
         description="Benchmark ucudnn (micro-batched cuDNN convolutions) against undivided cuDNN under "
         "workspace limits, on DeepBench problem files or built-in suites.",
@@ -137,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     what.add_argument(
         "--repeat", type=int, metavar="R", help=f"timed samples per configuration (default 5; quick {QUICK_REPEAT})"
+    )
+    what.add_argument(
+        "--best-of",
+        type=int,
+        metavar="K",
+        help="host backend, wall clock: each sample is the least of K timings of its calls, taken back to back -- "
+        "work of other processes only ever adds time (default 3; 1: a single timing)",
     )
     what.add_argument(
         "--calls-per-sample",
@@ -288,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads = 1  # steady timings on a shared or small machine; see --threads
         if threads is not None and threads <= 0:
             raise UsageError(f"--threads {threads}: must be positive")
+        if args.best_of is not None and args.best_of <= 0:
+            raise UsageError(f"--best-of {args.best_of}: must be positive")
         if args.quick and args.backend != "host":
             raise UsageError("--quick runs on the host backend; drop --backend or --quick")
         if args.plot is not None:
@@ -296,12 +307,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             missing = plot_unavailable()
             if missing:
                 raise UsageError(f"{missing}; nothing was run")
-        database = Path(args.database).expanduser() if args.database else config.database_path()
-    except (ProblemError, ConfigError, UsageError) as exc:
+        explicit = args.database is not None and not blank(args.database)  # blank: not given
+        database = Path(args.database).expanduser() if explicit else config.database_path()
+        refuse_foreign(database)
+    except (ProblemError, ConfigError, UsageError, NotACache) as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
-    if args.database:
-        os.environ["UCUDNN_DATABASE"] = args.database
+    if explicit:
+        os.environ["UCUDNN_DATABASE"] = str(database)
         try:
             ensure_parent(database, "ucudnn-bench")
         except OSError as exc:
@@ -321,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     try:
-        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads)
+        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads,
+                               best_of=args.best_of)  # fmt: skip
     except BackendUnavailable as exc:
         print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
         return 2
@@ -368,8 +382,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
     print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing,
                                problems=legend))
-    print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
-          f"{database}`)")
+    runtime = sys.modules.get("ucudnn._runtime")  # the planner's, imported by the preload library when it planned
+    not_written = runtime.cache_not_written() if runtime is not None else None
+    if not_written:
+        print(f"cache: {database} was not written ({not_written}): this run's benchmarks and plans stayed in memory, "
+              "so a second run measures them again")  # fmt: skip
+    else:
+        print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
+              f"{database}`)")  # fmt: skip
     meta = {
         "ucudnn_version": __version__,
         "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],
@@ -388,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calls_per_sample": "auto" if runner.adaptive else runner.most_calls,
         "sample_ms": args.sample_ms if runner.adaptive else None,
         "warmup": args.warmup,
+        "best_of": getattr(backend, "best_of", 1) if backend.timing == "measure" else 1,
         "verify_samples": samples,
         "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
         "database": str(database),

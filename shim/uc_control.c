@@ -8,6 +8,7 @@
  * entries are also what an intercepted dlsym answers (uc_dlsym.c), through hidden aliases.
  */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,6 +232,13 @@ static char *stats_text(void)
     FIELD(startup_passthrough);
     FIELD(dlsym_hooked);
     FIELD(dlsym_other_cudnn);
+    FIELD(verify_divided_calls);
+    FIELD(caller_bound_calls);
+    FIELD(limit_bound_calls);
+    FIELD(max_offered_workspace);
+    FIELD(checks_started);
+    FIELD(limit_lists);
+    FIELD(limit_bound_lists);
 #undef FIELD
     uc_sb_printf(&sb, "\"plan_cache_entries\":%d,", uc_cache_entries());
     pthread_mutex_lock(&division_lock);
@@ -321,31 +329,73 @@ static void say_size(char *buf, size_t len, unsigned long long bytes)
         snprintf(buf, len, "%.1f KiB", (double)bytes / 1024.0);
 }
 
-/* One line on stderr at exit when anything was planned (silenced by UCUDNN_LOG_LEVEL=error). */
+#define SUMMARY_ADD(...)                                                                                       \
+    do {                                                                                                       \
+        if (o >= 0 && (size_t)o < sizeof line)                                                                 \
+            o += snprintf(line + o, sizeof line - (size_t)o, __VA_ARGS__);                                     \
+    } while (0)
+
+/*
+ * One line on stderr at exit when anything was planned (silenced by UCUDNN_LOG_LEVEL=error): what ran, counted
+ * apart -- micro-batched plans, undivided calls, pass-throughs, and the executions that timed new plans against
+ * cuDNN alone (a check alternates the two, so those are neither's steady state) -- the checks still unfinished,
+ * the predictions, and which limit bound the workspace (an option that never bound is seen to change nothing).
+ */
 static void say_summary(void)
 {
     unsigned long long kernels = atomic_load(&uc_stat.kernels), calls = atomic_load(&uc_stat.calls),
-                       divided = atomic_load(&uc_stat.divided_calls), gplans = atomic_load(&uc_stat.graph_conv_plans);
+                       gplans = atomic_load(&uc_stat.graph_conv_plans);
     if (!kernels && !gplans)
         return;
-    char line[768], peak[32];
-    int o = snprintf(line, sizeof line, "%llu kernel(s), %llu convolution call(s), %.0f%% micro-batched (%llu "
-                     "micro-batches)", kernels, calls, calls ? 100.0 * (double)divided / (double)calls : 0.0,
-                     (unsigned long long)atomic_load(&uc_stat.micro_batches));
+    unsigned long long checking = atomic_load(&uc_stat.verify_executions),
+                       checking_divided = atomic_load(&uc_stat.verify_divided_calls),
+                       divided = atomic_load(&uc_stat.divided_calls) - checking_divided,
+                       passed = atomic_load(&uc_stat.passthrough);
+    unsigned long long accounted = checking + divided + passed, undivided = calls > accounted ? calls - accounted : 0;
+    char line[1024], size[32];
+    int o = 0;
+    SUMMARY_ADD("%llu kernel(s), %llu convolution call(s), %llu cuDNN call(s) in all: %llu micro-batched, %llu "
+                "undivided, %llu passed through", kernels, calls,
+                (unsigned long long)atomic_load(&uc_stat.micro_batches), divided, undivided, passed);
+    if (checking)
+        SUMMARY_ADD(", %llu timing new plans against cuDNN alone (%llu of them micro-batched)", checking,
+                    checking_divided);
+    unsigned long long started = atomic_load(&uc_stat.checks_started), ended = atomic_load(&uc_stat.verified);
+    if (started > ended)
+        SUMMARY_ADD("; %llu new plan(s) still being checked at exit (a check takes %d or more executions of its "
+                    "kernel; the next run checks them again)", started - ended, 2 * (uc_cfg_verify_samples() + 1));
     double pred = (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
            base = (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6;
-    if (pred > 0 && o > 0 && (size_t)o < sizeof line)
-        o += snprintf(line + o, sizeof line - (size_t)o, "; predicted %.4g ms in all vs %.4g ms for cuDNN alone in "
-                      "the same workspaces (%.2fx)", pred, base, base / pred);
-    say_size(peak, sizeof peak, atomic_load(&uc_stat.peak_workspace));
-    if (o > 0 && (size_t)o < sizeof line)
-        o += snprintf(line + o, sizeof line - (size_t)o, "; peak workspace %s", peak);
-    if (gplans && o > 0 && (size_t)o < sizeof line)
-        snprintf(line + o, sizeof line - (size_t)o, "; graph API: %llu convolution plan(s), %llu micro-batched, "
-                 "%llu execute(s)", gplans, (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
-                 (unsigned long long)atomic_load(&uc_stat.graph_executes));
+    if (pred > 0)
+        SUMMARY_ADD("; predicted %.4g ms in all vs %.4g ms for cuDNN alone in the same workspaces (%.2fx)", pred, base,
+                    base / pred);
+    say_size(size, sizeof size, atomic_load(&uc_stat.peak_workspace));
+    SUMMARY_ADD("; peak workspace %s", size);
+    if (calls && !uc_cfg_total_workspace()) {
+        char offered[32], limit[32];
+        say_size(offered, sizeof offered, atomic_load(&uc_stat.max_offered_workspace));
+        unsigned long long bound = atomic_load(&uc_stat.limit_bound_calls),
+                           lists = atomic_load(&uc_stat.limit_lists),
+                           bound_lists = atomic_load(&uc_stat.limit_bound_lists);
+        if (uc_cfg_limit_auto()) {
+            SUMMARY_ADD("; workspace: the program's own (at most %s offered)", offered);
+        } else {
+            say_size(limit, sizeof limit, uc_cfg_default_limit());
+            SUMMARY_ADD("; UCUDNN_DEFAULT_WORKSPACE_LIMIT=%s bound %llu of %llu call(s)", limit, bound, calls);
+            if (lists)
+                SUMMARY_ADD(" and %llu of %llu algorithm list(s)", bound_lists, lists);
+            if (!bound && !bound_lists)
+                SUMMARY_ADD(": it changed nothing, the program's own workspace (at most %s offered) bound every "
+                            "call", offered);
+        }
+    }
+    if (gplans)
+        SUMMARY_ADD("; graph API: %llu convolution plan(s), %llu micro-batched, %llu execute(s)", gplans,
+                    (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
+                    (unsigned long long)atomic_load(&uc_stat.graph_executes));
     uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
 }
+#undef SUMMARY_ADD
 
 static unsigned long long calls_seen(void)
 {
@@ -362,26 +412,58 @@ static void in_forked_child(void)
     atomic_store(&calls_at_fork, calls_seen());
 }
 
+static void at_exit_status(int status, void *arg);
+
 __attribute__((constructor)) static void watch_forks(void)
 {
     pthread_atfork(NULL, NULL, in_forked_child);
+    /* Registered before the dynamic linker's own exit handler when preloaded, so it runs after the destructors
+     * (at_exit below); the library is linked nodelete, so it is still there then. */
+    on_exit(at_exit_status, NULL);
 }
 
-/*
- * At exit: the summary line, the stats file, and -- in the program `ucudnn run` started (UCUDNN_RUN_PID) -- a
- * warning when no cuDNN convolution call reached the preload library at all.
- */
+static int cuda_library(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    const char *base = slash ? slash + 1 : info->dlpi_name ? info->dlpi_name : "";
+    if (!strncmp(base, "libcudnn", 8) || !strncmp(base, "libcuda.so", 10))
+        *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* 1 when a cuDNN library (loaded privately, or never called) or the CUDA driver (a GPU program, maybe with a static
+ * cuDNN) is in the process: a program that does convolutions we could have seen. */
+static int convolutions_possible(void)
+{
+    int found = 0;
+    dl_iterate_phdr(cuda_library, &found);
+    return found;
+}
+
+/* At exit: the summary line and the stats file. */
 __attribute__((destructor)) static void at_exit(void)
 {
     if (atomic_load(&forked) && calls_seen() == atomic_load(&calls_at_fork))
         return; /* its parent's counts, which the parent reports */
-    int saw_calls = calls_seen() != 0;
     say_summary();
-    write_stats_file(saw_calls);
+    write_stats_file(calls_seen() != 0);
+}
+
+/*
+ * In the program `ucudnn run` started (UCUDNN_RUN_PID): a warning when no cuDNN convolution call reached the
+ * preload library although the program ended well (exit status 0) with a cuDNN or CUDA library loaded. A program
+ * that failed (or failed to start: a missing script, a bad argument) or never loaded one (`true`, a CPU-only run)
+ * gets no warning: it had nothing for ucudnn to see, or a message of its own. (A process that calls _exit says
+ * nothing, as before.)
+ */
+static void at_exit_status(int status, void *arg)
+{
+    (void)arg;
     size_t run_pid = uc_cfg_run_pid();
-    if (!saw_calls && run_pid && run_pid == (size_t)getpid())
-        uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld); "
-               "child processes report their own. A build without cuDNN (CPU only), a statically linked cuDNN"
+    if (status == 0 && calls_seen() == 0 && run_pid && run_pid == (size_t)getpid() && convolutions_possible())
+        uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld), "
+               "which loaded a cuDNN or CUDA library; child processes report their own. A statically linked cuDNN"
 #if !defined(__x86_64__)
                ", a framework that dlopens cuDNN (JAX, TensorFlow, ONNX Runtime, Paddle: reached on x86-64 only)"
 #endif

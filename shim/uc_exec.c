@@ -129,6 +129,25 @@ static int run_plan(const exec_args *a, const uc_plan *p, int *issued, int *ran_
     return 0;
 }
 
+/* 1 when executions of plan p get a check on real executions (a new divided plan, checks on, no Division). */
+static int gets_checked(const uc_plan *p)
+{
+    return p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
+}
+
+size_t uc_reported_workspace(const uc_call *c, const uc_plan *p, size_t limit)
+{
+    if (!gets_checked(p))
+        return p->workspace;
+    int det = uc_cfg_deterministic() || uc_algo_deterministic(c, p->algo0); /* what executing algo0 asks for */
+    uc_plan *base = uc_get_plan_as(c, limit, det, uc_cfg_policy_undivided(), NULL);
+    size_t ws = p->workspace;
+    if (base && base->count == 1 && base->workspace > ws)
+        ws = base->workspace;
+    uc_plan_release(base);
+    return ws;
+}
+
 /*
  * The plan of an execution decision, and its check in progress (*verify, referenced) when the plan is new and
  * micro-batched. A divided plan the planner does not already know to have won a check gets one: the undivided
@@ -160,7 +179,7 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;
-    int check_it = p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
+    int check_it = gets_checked(p);
     /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
      * known about exactly this one -- a check may have settled it in an earlier run. At most UC_EXACT_ASKS sizes a
      * kernel: past them a new size is simply checked. */
@@ -192,6 +211,8 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
         *verify = check;
     else
         uc_verify_release(check);
+    if (check && *verify == check)
+        UC_COUNT(checks_started, 1);
     uc_plan_release(p);
     return cached;
 }
@@ -240,6 +261,12 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
     size_t cap = uc_cfg_exec_cap();
     /* All the decision depends on: one entry per value. A NULL workspace offers nothing, whatever its size. */
     size_t usable = !a->ws ? 0 : a->ws_bytes < cap ? a->ws_bytes : cap;
+    size_t offered = a->ws ? a->ws_bytes : 0;
+    UC_COUNT_MAX(max_offered_workspace, offered);
+    if (offered > cap)
+        UC_COUNT(limit_bound_calls, 1);
+    else
+        UC_COUNT(caller_bound_calls, 1);
     uc_ckey key;
     uc_ckey_init(&key, UC_KEY_EXEC, a->k, uc_cfg_policy(), a->algo, usable, cap);
     uc_verify *v = NULL;
@@ -276,6 +303,8 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         float base_ms = atomic_load(&run->base_ms);
         if (run->count > 1)
             UC_COUNT(divided_calls, 1);
+        if (run->count > 1 && slot >= 0)
+            UC_COUNT(verify_divided_calls, 1);
         if (run->time_ms > 0) {
             UC_COUNT(predicted_ns, run->time_ms * 1e6);
             UC_COUNT(undivided_predicted_ns, (run->count > 1 && base_ms > 0 ? base_ms : run->time_ms) * 1e6);

@@ -320,12 +320,12 @@ void uc_plan_free(uc_plan *p);
 /* ---- checking new plans on real executions (uc_verify.c) ---- */
 
 /* A trial: the first 2 * (S + 1) executions alternate between side a (a new plan, even slots) and side b (the
- * undivided choice, odd slots), S = UCUDNN_VERIFY_SAMPLES; each side's first execution warms up. Not locked:
- * its owner serialises the calls. */
+ * undivided choice, odd slots), S = UCUDNN_VERIFY_SAMPLES; each side's first execution warms up. Pairs that
+ * disagree add 2 * S slots once (uc_verify.c). Not locked: its owner serialises the calls. */
 #define UC_TRIAL_MAX_SAMPLES 32
 #define UC_TRIAL_MAX_SLOTS (2 * (UC_TRIAL_MAX_SAMPLES + 1))
 typedef struct {
-    int slots, issued, settled;
+    int slots, issued, settled, samples, extended;
     int state[UC_TRIAL_MAX_SLOTS];
     uc_mark marks[UC_TRIAL_MAX_SLOTS];
     double ms[UC_TRIAL_MAX_SLOTS];
@@ -342,8 +342,9 @@ void uc_trial_drop(uc_trial *t);
 int uc_trial_begin(uc_trial *t, int *side_b);
 /* The execution of `slot` ended: `m` its stopped mark (NULL if it could not be timed), ok 0 if it failed. */
 void uc_trial_end(uc_trial *t, int slot, const uc_mark *m, int ok);
-/* 1 (once) when every timed execution has been read: the medians, the samples per side and whether side a won
- * by more than UCUDNN_VERIFY_MARGIN. Never waits. */
+/* 1 (once) when every timed execution has been read and the pairs settle it: the medians, the samples per side
+ * and whether side a won (see uc_verify.c); 0 while executions are pending or the trial was just extended. Never
+ * waits. */
 int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int *kept);
 
 typedef struct uc_verify uc_verify;
@@ -388,6 +389,14 @@ uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int polic
  * limit): its answer knows whether a check on real executions already settled this decision. NULL if no planner
  * answered. */
 uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
+/*
+ * The workspace to report for plan p, planned at `limit` (Get*_v7/Find* rows, Get*WorkspaceSize): its own, or --
+ * while it is a new divided plan that a check on real executions will time against the undivided choice -- enough
+ * for the undivided choice within `limit` too (uc_exec.c). A framework that allocates what it is told then lets
+ * the check time the rival cuDNN alone would run under that limit; in the plan's own smaller workspace it could
+ * only time a weaker undivided algorithm, and keep a plan slower than cuDNN alone.
+ */
+size_t uc_reported_workspace(const uc_call *c, const uc_plan *p, size_t limit);
 /* device name + real library version + backend, as the planner's requests carry it */
 void uc_backend_id(char *buf, size_t len);
 /* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
@@ -453,7 +462,14 @@ typedef struct {
         dlsym_hooked, dlsym_other_cudnn,
         /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
          * undivided choices in the same workspaces, the largest workspace a plan ran in */
-        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace;
+        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace,
+        /* executions that ran micro-batched as the plan side of a check (counted in divided_calls too); the
+         * executions whose workspace the program's offer bounded or an explicit per-kernel limit did, and the
+         * largest workspace offered; algorithm lists made under an explicit limit, and those it shaped */
+        verify_divided_calls, caller_bound_calls, limit_bound_calls, max_offered_workspace, limit_lists,
+        limit_bound_lists,
+        /* checks of new plans begun (those not counted in `verified` by the end never finished) */
+        checks_started;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

@@ -431,6 +431,14 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     }
 
     char why[256];
+    if (rc == UCUDNN_PLAN_INTERRUPTED && !p) {
+        /* The program was interrupted while it planned: this call runs as cuDNN alone would, nothing is cached
+         * (the kernel is planned again if the program goes on) and the interrupt is raised when the call returns. */
+        uc_log(UC_LOG_DEBUG, "planning %s at N=%d was interrupted; passing the call through", key, n);
+        free(key);
+        free(mbs);
+        return NULL;
+    }
     if (p) {
         /* a stored plan, validated and built by stored_plan */
     } else if (rc == 0) {
@@ -563,6 +571,8 @@ int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int 
     int rc = ask(planner, &ctx, &req, &rep);
     if (rc == 1)
         return 1;
+    if (rc == UCUDNN_PLAN_INTERRUPTED)
+        return -1; /* as on the legacy path: the call runs as built, and the interrupt is the program's */
     if (rc != 0 || rep.count < 1 || rep.count > cap) {
         UC_COUNT(planner_errors, 1);
         return -1;

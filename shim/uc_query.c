@@ -14,14 +14,15 @@
 
 #include "uc_internal.h"
 
-static ucudnn_perf plan_row(const uc_plan *p)
+/* A plan's row, planned at `limit`: its workspace as uc_reported_workspace says (room for the check's rival). */
+static ucudnn_perf plan_row(const uc_call *c, const uc_plan *p, size_t limit)
 {
     ucudnn_perf row;
     memset(&row, 0, sizeof row);
     row.algo = p->algo0;
     row.status = 0;
     row.time_ms = p->time_ms;
-    row.memory = p->workspace;
+    row.memory = uc_reported_workspace(c, p, limit);
     row.determinism = p->deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
     row.math_type = p->math0;
     return row;
@@ -36,12 +37,30 @@ static int same_row(const ucudnn_perf *a, const ucudnn_perf *b)
     return a->algo == b->algo && a->memory == b->memory;
 }
 
-static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, const ucudnn_perf *real_rows,
-                            int nreal, int requested, int *returned, void *out)
+/* Whether an explicit per-kernel limit shaped this list: the real library's first-ranked algorithm within the
+ * caller's own bound (`uncapped`: the free device memory, or the workspace a Find*Ex offers) needs more than
+ * `limit`. Counted for the exit summary, so that a limit that never bound is seen to change nothing. */
+static void note_limit(size_t limit, size_t uncapped, const ucudnn_perf *real_rows, int nreal)
+{
+    if (uc_cfg_limit_auto() || uc_cfg_total_workspace() || limit >= uncapped)
+        return;
+    UC_COUNT(limit_lists, 1);
+    for (int i = 0; i < nreal; i++) {
+        if (real_rows[i].status != 0 || real_rows[i].memory > uncapped)
+            continue;
+        if (real_rows[i].memory > limit)
+            UC_COUNT(limit_bound_lists, 1);
+        break;
+    }
+}
+
+static cudnnStatus_t answer(const uc_call *c, size_t limit, size_t uncapped, int real_status,
+                            const ucudnn_perf *real_rows, int nreal, int requested, int *returned, void *out)
 {
     ucudnn_perf rows[UC_MAX_FRONT + 1 + UC_MAX_ROWS];
     int n = 0;
     if (real_status == 0) {
+        note_limit(limit, uncapped, real_rows, nreal);
         /* The front: the fastest plan within the limit, then the fastest within one byte less than its
          * workspace, and so on down to the least workspace. Each step is the planner's exact optimum there. */
         ucudnn_perf front[UC_MAX_FRONT];
@@ -52,7 +71,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
             int ok = p && p->count > 0;
             size_t ws = ok ? p->workspace : 0;
             if (ok) {
-                front[nf++] = plan_row(p);
+                front[nf++] = plan_row(c, p, lim);
                 all_det = all_det && p->deterministic;
             }
             uc_plan_release(p);
@@ -74,7 +93,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
         if (!all_det) {
             uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
             if (pd && pd->count > 0) {
-                ucudnn_perf row = plan_row(pd);
+                ucudnn_perf row = plan_row(c, pd, limit);
                 int listed = 0;
                 for (int j = 0; j < n; j++)
                     listed = listed || same_row(&rows[j], &row);
@@ -101,19 +120,19 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, int real_status, con
     return (cudnnStatus_t)real_status;
 }
 
-/* The plan's workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
+/* The plan's reported workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
 static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 {
     size_t limit = uc_cfg_planning_limit();
     int found = 0;
     uc_plan *p = uc_get_plan(c, limit, 0, NULL);
     if (p && p->count > 0 && algo == p->algo0) {
-        *bytes = p->workspace;
+        *bytes = uc_reported_workspace(c, p, limit);
         found = 1;
     } else if (p && p->count > 0 && !p->deterministic) {
         uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
         if (pd && pd->count > 0 && algo == pd->algo0) {
-            *bytes = pd->workspace;
+            *bytes = uc_reported_workspace(c, pd, limit);
             found = 1;
         }
         uc_plan_release(pd);
@@ -199,7 +218,9 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0;
     int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
-    return answer(&c, uc_cfg_planning_limit(), st, rows, n, requested, returned, out);
+    size_t free_mem = uc_device_free_memory();
+    return answer(&c, uc_cfg_planning_limit(), free_mem ? free_mem : UC_UNLIMITED, st, rows, n, requested, returned,
+                  out);
 }
 
 cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
@@ -292,7 +313,7 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
         n = 0;
     size_t ws_cap = uc_cfg_exec_cap();
     uc_call c = {handle, &k, x, y, w, conv};
-    return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, st, rows, n, requested, returned, out);
+    return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, ws_bytes, st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithmEx(

@@ -41,7 +41,8 @@ typedef struct uc_sqlite3_stmt uc_sqlite3_stmt;
 #define UC_CACHE_APPLICATION_ID 0x7563444E
 #define UC_CACHE_SCHEMA_VERSION 1
 /* The longest a lookup waits for another process holding the cache locked, in steps of UC_CACHE_BUSY_STEP_MS;
- * the first wait of the process is said on stderr, and a lookup that times out finds no stored plan. */
+ * the first wait of the process that lasts that long is said on stderr (a shorter one is not worth a line), and
+ * a lookup that times out finds no stored plan. */
 #define UC_CACHE_BUSY_MS 2000
 #define UC_CACHE_BUSY_STEP_MS 10
 /* SQLite integers are signed 64-bit: cache.py stores larger limits (SIZE_MAX: no limit) as this. */
@@ -264,15 +265,15 @@ static int pragma_int(uc_sqlite3 *db, const char *sql, long long *out)
 }
 
 /* SQLite's busy handler: wait in short steps up to UC_CACHE_BUSY_MS in all (then the statement fails with
- * SQLITE_BUSY), saying so once per process when the first wait starts. */
+ * SQLITE_BUSY), saying so once per process when a wait has lasted that long. */
 static int busy_wait(void *path, int count)
 {
-    if ((long long)count * UC_CACHE_BUSY_STEP_MS >= UC_CACHE_BUSY_MS)
+    if ((long long)count * UC_CACHE_BUSY_STEP_MS >= UC_CACHE_BUSY_MS) {
+        if (!atomic_exchange(&wait_said, 1))
+            uc_log(UC_LOG_WARNING, "waited %g s for the cache %s (another process holds it locked); its plans are "
+                   "not used", UC_CACHE_BUSY_MS / 1000.0, (const char *)path);
         return 0;
-    if (count == 0 && !atomic_exchange(&wait_said, 1))
-        uc_log(UC_LOG_WARNING,
-               "waiting up to %g s for the cache %s (another process holds it locked); then its plans are not used",
-               UC_CACHE_BUSY_MS / 1000.0, (const char *)path);
+    }
     struct timespec step = {0, UC_CACHE_BUSY_STEP_MS * 1000000L};
     nanosleep(&step, NULL);
     return 1;

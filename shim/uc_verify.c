@@ -8,10 +8,13 @@
  * are independent; BackwardFilter accumulates the same way), so the caller's data is the benchmark. The first
  * execution of each side warms up and is not counted. Each execution is timed by the clock of uc_device.c (CUDA
  * events read when complete, never a synchronisation; the host backend's model clock or the wall clock). When
- * every timed execution has been read, the plan is kept only if its median is more than UCUDNN_VERIFY_MARGIN
- * below the undivided choice's; a tie or worse keeps the undivided choice (one call, no prediction to trust).
- * Until then, executions beyond the 2 * (S + 1) run the plan. The verdict is reported to the planner's recorder,
- * which stores it in the SQLite cache, so later runs skip the check.
+ * every timed execution has been read, each plan execution is compared with the undivided one next to it (a pair
+ * sees the same load on a shared machine). The plan is kept only if the median of the pairs' ratios is more than
+ * UCUDNN_VERIFY_MARGIN below 1 and the plan was faster in every pair; a tie or worse keeps the undivided choice
+ * (one call, no prediction to trust). When the median favours the plan but some pair does not, S timings are too
+ * few for the noise: the check takes S more pairs, once, and then keeps the plan only if it was faster in at least
+ * 4 pairs out of 5. Until the verdict, executions beyond the trial's run the plan. The verdict is reported to the
+ * planner's recorder, which stores it in the SQLite cache, so later runs skip the check.
  */
 #include <math.h>
 #include <pthread.h>
@@ -32,6 +35,7 @@ int uc_trial_init(uc_trial *t)
         return -1;
     if (samples > UC_TRIAL_MAX_SAMPLES)
         samples = UC_TRIAL_MAX_SAMPLES;
+    t->samples = samples;
     t->slots = 2 * (samples + 1);
     return 0;
 }
@@ -98,6 +102,18 @@ double uc_median(double *xs, int n)
     return n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
 }
 
+/* Plan time over undivided time of one pair (a side that failed took INFINITY): never a NaN. */
+static double pair_ratio(double a, double b)
+{
+    if (isnan(a) || isnan(b) || a == INFINITY)
+        return INFINITY; /* the plan failed, or a clock misread: no win */
+    if (b == INFINITY)
+        return 0.0; /* the undivided choice failed: the plan wins the pair */
+    if (b <= 0)
+        return a <= 0 ? 1.0 : INFINITY;
+    return a / b;
+}
+
 int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int *kept)
 {
     poll(t);
@@ -106,20 +122,27 @@ int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int 
         complete = t->state[i] == SLOT_READ || t->state[i] == SLOT_FAILED;
     if (!complete)
         return 0;
-    double ta[UC_TRIAL_MAX_SLOTS], tb[UC_TRIAL_MAX_SLOTS];
-    int na = 0, nb = 0;
-    for (int i = 2; i < t->slots; i++) { /* slots 0 and 1 warmed up */
-        double x = t->state[i] == SLOT_READ ? t->ms[i] : INFINITY;
-        if (i % 2)
-            tb[nb++] = x;
-        else
-            ta[na++] = x;
+    double ta[UC_TRIAL_MAX_SLOTS], tb[UC_TRIAL_MAX_SLOTS], ratio[UC_TRIAL_MAX_SLOTS];
+    int pairs = 0, wins = 0;
+    for (int i = 2; i + 1 < t->slots; i += 2) { /* slots 0 and 1 warmed up; then (plan, undivided) pairs */
+        ta[pairs] = t->state[i] == SLOT_READ ? t->ms[i] : INFINITY;
+        tb[pairs] = t->state[i + 1] == SLOT_READ ? t->ms[i + 1] : INFINITY;
+        ratio[pairs] = pair_ratio(ta[pairs], tb[pairs]);
+        wins += ratio[pairs] < 1.0;
+        pairs++;
     }
-    *a_ms = uc_median(ta, na);
-    *b_ms = uc_median(tb, nb);
-    *samples = na;
+    double median_ratio = uc_median(ratio, pairs);
+    if (median_ratio < 1.0 - uc_cfg_verify_margin() && wins < pairs && !t->extended &&
+        t->slots + 2 * t->samples <= UC_TRIAL_MAX_SLOTS) {
+        t->extended = 1; /* the pairs disagree: S more of them before anything is decided */
+        t->slots += 2 * t->samples;
+        return 0;
+    }
+    *a_ms = uc_median(ta, pairs);
+    *b_ms = uc_median(tb, pairs);
+    *samples = pairs;
     /* NaN-safe: anything but a clear win keeps the undivided choice. */
-    *kept = *a_ms < *b_ms * (1.0 - uc_cfg_verify_margin());
+    *kept = median_ratio < 1.0 - uc_cfg_verify_margin() && (wins == pairs || (t->extended && 5 * wins >= 4 * pairs));
     t->settled = 1;
     return 1;
 }

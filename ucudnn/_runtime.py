@@ -40,6 +40,7 @@ __all__ = [
 PLAN_OK = 0
 PLAN_INFEASIBLE = 1
 PLAN_ERROR = 2
+PLAN_INTERRUPTED = 3  # UCUDNN_PLAN_INTERRUPTED
 
 # Real cuDNN may report an algorithm once per math type, so leave room beyond the enum count.
 _ROWS_PER_ALGO = 4
@@ -51,6 +52,8 @@ _lock = threading.Lock()
 _planner: Planner | None = None
 _network: Network | None = None
 _registered = False
+_memory_only: str | None = None  # why the planner's cache is not its file, when it cannot open it
+_deferred: BaseException | None = None  # an interrupt that reached a callback, raised in the program later
 
 
 def planner() -> Planner:
@@ -67,9 +70,20 @@ def planner() -> Planner:
                 cache = Cache(path, memory_fallback=True)
             except Exception as exc:
                 log.warning("cannot open the cache %s (%s); plans of this process are kept in memory only", path, exc)
+                global _memory_only
+                _memory_only = str(exc)
                 cache = Cache.in_memory()
             _planner = Planner(cache)
         return _planner
+
+
+def cache_not_written() -> str | None:
+    """Why what this process measures and plans is not kept in its cache file (it cannot be opened, is not a
+    ucudnn cache, is read-only, or stayed locked); None when it is, or when nothing has been planned yet."""
+    with _lock:
+        if _planner is None:
+            return None
+        return _memory_only or _planner.cache.memory_only
 
 
 def _note_division(division: Division) -> None:
@@ -174,31 +188,57 @@ def _steps(mbs: Any, count: int) -> tuple[tuple[int, int, int], ...]:
     return tuple((int(mbs[i].batch), int(mbs[i].algo), int(mbs[i].math_type)) for i in range(count))
 
 
-def _report_escape(exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-    # Only reached if _plan's own handler failed (e.g. logging itself raised): cffi then returns `error`.
+def _defer(exc: BaseException) -> None:
+    """Keep an interrupt (KeyboardInterrupt, SystemExit: anything that is not an error) that reached a callback:
+    the bridge raises it in the program's main thread once the cuDNN call returns (shim/bridge/deferred.h). The
+    planner never swallows one; every cache write it interrupted has rolled back."""
+    global _deferred
+    _deferred = exc
+    lib.ucudnn_bridge_note_interrupt()
+
+
+def _raise_deferred() -> None:
+    """Called by the bridge's pending call, in the main thread: raise the kept interrupt there."""
+    global _deferred
+    exc, _deferred = _deferred, None
+    if exc is not None:
+        raise exc
+
+
+def _report_escape(exc_type: Any, exc: BaseException | None, tb: Any) -> int | None:
+    # Only reached if a callback's own handlers failed (e.g. logging itself raised), or the interrupt came before
+    # its `try`: cffi then returns what this returns, else `error`.
+    if exc is not None and not isinstance(exc, Exception):
+        _defer(exc)
+        return PLAN_INTERRUPTED
     try:
         log.error("planner callback failed: %r", exc)
     except BaseException:  # the last line of defence must not raise either
         pass
-    return True
+    return None
 
 
 @ffi.def_extern(error=PLAN_ERROR, onerror=_report_escape)  # type: ignore[untyped-decorator]
 def _ucudnn_py_planner(request: Any, reply: Any) -> int:
-    """Called by the shim, GIL taken by cffi. Returns 0 (reply filled), 1 (nothing fits) or 2 (error)."""
+    """Called by the shim through the bridge (GIL taken by cffi). Returns 0 (reply filled), 1 (nothing fits), 2
+    (error) or 3 (interrupted: kept for the program, see _defer)."""
     try:
         return _plan(request, reply)
-    except BaseException as exc:
+    except Exception as exc:
         # Nothing may propagate into C; the shim passes the call through and counts it.
         log.error("planning failed (%s: %s); this call runs undivided", type(exc).__name__, exc)
         log.debug("planner traceback", exc_info=True)
         return PLAN_ERROR
+    except BaseException as exc:  # the program's interrupt, never the planner's to swallow
+        _defer(exc)
+        return PLAN_INTERRUPTED
 
 
 @ffi.def_extern(onerror=_report_escape)  # type: ignore[untyped-decorator]
 def _ucudnn_py_recorder(verdict: Any) -> None:
-    """Called by the shim when a check of a new micro-batched plan on real executions is over (GIL taken by
-    cffi): stores the verdict, so later runs skip the check. Never raises into C."""
+    """Called by the shim through the bridge when a check of a new micro-batched plan on real executions is over
+    (GIL taken by cffi): stores the verdict, so later runs skip the check. Never raises into C; an interrupt is kept
+    for the program (see _defer)."""
     try:
         if verdict.abi_version != bridge.ABI_VERSION or verdict.plan_count < 1:
             return
@@ -224,8 +264,10 @@ def _ucudnn_py_recorder(verdict: Any) -> None:
                 int(verdict.samples),
             )
         )
-    except BaseException as exc:
+    except Exception as exc:
         log.error("recording a verdict failed (%s: %s)", type(exc).__name__, exc)
+    except BaseException as exc:
+        _defer(exc)
 
 
 def framework_state() -> tuple[int, bool] | None:
@@ -250,8 +292,11 @@ def _ucudnn_py_framework(state: Any) -> int:
     filled, 1 when unknown. Never raises into C."""
     try:
         found = framework_state()
-    except BaseException as exc:
+    except Exception as exc:
         log.debug("reading torch's allocator failed (%s: %s)", type(exc).__name__, exc)
+        return 1
+    except BaseException as exc:  # the program's interrupt: raised there once the cuDNN call returns
+        _defer(exc)
         return 1
     if found is None:
         return 1
@@ -264,11 +309,11 @@ def register() -> bool:
     global _registered
     if not bridge.shim_loaded():
         return False
-    status: int = lib.ucudnn_bridge_set_planner(lib._ucudnn_py_planner)
+    status: int = lib.ucudnn_bridge_set_planner(lib.ucudnn_bridge_planner)
     _registered = status == 0
     if _registered:
-        lib.ucudnn_bridge_set_recorder(lib._ucudnn_py_recorder)
-        lib.ucudnn_bridge_set_framework_source(lib._ucudnn_py_framework)
+        lib.ucudnn_bridge_set_recorder(lib.ucudnn_bridge_recorder)
+        lib.ucudnn_bridge_set_framework_source(lib.ucudnn_bridge_framework)
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
     else:

@@ -13,8 +13,13 @@ Plans are keyed by (kernel key, backend id, N, batch-size policy, workspace limi
           time_ms, workspace_bytes, created_at)
 
 Several processes (data-parallel ranks) share one file: WAL mode, short ``BEGIN IMMEDIATE`` write transactions, a
-busy timeout and a retry on ``database is locked``. A file that is not ours (not SQLite, another application's
-id, a schema we do not know, or damaged pages) is renamed aside, never deleted, and a fresh cache is created.
+busy timeout and a retry on ``database is locked``. A damaged or unusable cache of ours (our application id, but
+damaged pages, a schema we do not know, values not of their column's type) is renamed aside, never deleted, and a
+fresh cache is created. A file that is not ours (not SQLite at all, or another application's database) is never
+touched: the Cache refuses it (CacheError naming it), or, as the planner inside a program opens it, plans in
+memory and says why. ``Cache(path, read_only=True)`` (what ``ucudnn db stats/list/export`` open) changes nothing
+on disk: no journal switch, no added table, no lock file, nothing moved. Text that is not UTF-8 (forged rows) is
+skipped by its reader with a warning.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 2.0
 LOCK_WAIT_S = 10.0
 _LOCK_POLL_S = 0.05
+# A wait is said once it has lasted this long: ranks that open one cache at once wait for each other briefly, and
+# a line on every rank for that would be noise.
+WAIT_NOTICE_S = 2.0
 
 _SCHEMA = (
     """CREATE TABLE benchmark_runs (
@@ -191,6 +199,8 @@ def _check_contents(conn: sqlite3.Connection, tables: set[str]) -> None:
     for table, column in _STEPS_COLUMNS:
         if table in tables:
             for (text,) in conn.execute(f"SELECT {column} FROM {table}"):
+                if _undecodable(text):
+                    continue  # a forged row: its reader skips it, as any row whose text is not UTF-8
                 if not _STEPS_RE.fullmatch(text):
                     raise _Unusable(
                         f"its column {table}.{column} holds {text[:40]!r}, not [[batch, algo, math_type], ...]"
@@ -201,7 +211,57 @@ T = TypeVar("T")
 
 
 class _Unusable(Exception):
-    """The file at the cache path is not a usable ucudnn cache; the message says why."""
+    """The file at the cache path is a ucudnn cache that cannot be used (damaged, unusable); the message says why."""
+
+
+class _Foreign(Exception):
+    """The file at the cache path is not a ucudnn cache at all; the message says why. It is never touched."""
+
+
+def _undecodable(value: object) -> bool:
+    """True for text read from a column whose bytes were not UTF-8 (decoded with surrogateescape)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _text(raw: bytes) -> str:
+    """The connections' text factory: invalid UTF-8 (a forged row) is kept readable so its reader can skip it,
+    instead of sqlite3 raising for the whole query."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def foreign_reason(path: Path) -> str | None:
+    """Why the file at ``path`` is not a ucudnn cache, judged from its header alone (no SQLite, nothing written):
+    not an SQLite database, or an SQLite database marked as another application's; None otherwise (a cache of ours,
+    an empty file, an unmarked database, or no file)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(100)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    if not head:
+        return None
+    if not head.startswith(_SQLITE_MAGIC):
+        return "it is not an SQLite database"
+    app_id = int.from_bytes(head[68:72], "big") if len(head) >= 72 else 0
+    if app_id not in (0, APPLICATION_ID):
+        return f"it is an SQLite database of another application (application_id {app_id:#x})"
+    return None
+
+
+def _marked_ours(path: Path) -> bool:
+    """True when the file's header carries our application id (readable or not by SQLite)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(100)
+    except OSError:
+        return False
+    return head.startswith(_SQLITE_MAGIC) and len(head) >= 72 and int.from_bytes(head[68:72], "big") == APPLICATION_ID
 
 
 class _Busy(Exception):
@@ -235,6 +295,7 @@ class Cache:
         *,
         memory_fallback: bool = False,
         lock_wait_s: float = LOCK_WAIT_S,
+        read_only: bool = False,
     ) -> None:
         self.path: Path | None = Path(path) if path is not None else config.database_path()
         if str(self.path) == ":memory:":
@@ -244,12 +305,13 @@ class Cache:
         self._pid = os.getpid()
         self._memory_fallback = memory_fallback
         self._lock_wait_s = lock_wait_s
+        self._read_only_asked = read_only
         self._wait_said = False
         #: Paths this Cache moved aside while opening (for tests and the CLI).
         self.moved_aside: list[tuple[Path, Path]] = []
         #: Why this Cache works on a private in-memory copy instead of its file (``memory_fallback`` only).
         self.memory_only: str | None = None
-        #: True when the file is read, never written (it is read-only to this process).
+        #: True when the file is read, never written (asked for, or the file is read-only to this process).
         self.read_only = False
         with self._lock:
             self._connection()
@@ -273,6 +335,7 @@ class Cache:
     def _connect(self) -> sqlite3.Connection:
         target = ":memory:" if self.path is None else str(self.path)
         conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.text_factory = _text
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         return conn
 
@@ -283,12 +346,25 @@ class Cache:
             return conn
         if self.path.exists() and not self.path.is_file():
             raise CacheError(f"the cache path {self.path} exists and is not a regular file")
-        if self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)):
+        foreign = foreign_reason(self.path)
+        if foreign:
+            return self._not_ours(foreign)
+        if self._read_only_asked or (
+            self.path.exists() and not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
+        ):
             return self._open_read_only()
         try:
             if not self.path.parent.is_dir():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                log.warning("created directory %s for the cache %s", self.path.parent, self.path.name)
+                # The default cache's directory is created on first use, as it should be (info); a directory that
+                # a UCUDNN_DATABASE or --database named, maybe mistyped, is worth a warning.
+                default = self.path == config.database_path({**os.environ, "UCUDNN_DATABASE": ""})
+                log.log(
+                    logging.INFO if default else logging.WARNING,
+                    "created directory %s for the cache %s",
+                    self.path.parent,
+                    self.path.name,
+                )
         except OSError as exc:
             raise CacheError(f"cannot create the directory of the cache {self.path}: {exc.strerror or exc}") from None
         # Serialise check-and-move-aside across processes, so two ranks finding the same bad file do not both
@@ -297,7 +373,8 @@ class Cache:
             if not locked:
                 return self._fall_back(f"another process holds its lock for more than {self._lock_wait_s:g} s")
             try:
-                self._check_header(self.path)
+                if foreign_reason(self.path):  # written since we looked
+                    raise _Foreign(str(foreign_reason(self.path)))
                 conn = self._connect()
                 try:
                     self._retry(lambda: self._prepare(conn))
@@ -308,11 +385,15 @@ class Cache:
                     conn.close()
                     raise
                 return conn
+            except _Foreign as exc:
+                return self._not_ours(str(exc))
             except _Unusable as exc:
                 reason = str(exc)
             except sqlite3.OperationalError:
                 raise  # cannot open, I/O error, locked, read-only: a problem of the file system, not the file
             except sqlite3.DatabaseError as exc:  # SQLITE_CORRUPT, SQLITE_NOTADB
+                if not _marked_ours(self.path):
+                    return self._not_ours(f"SQLite cannot read it ({exc}) and it is not marked as a ucudnn cache")
                 reason = f"SQLite cannot read it ({exc})"
             self._move_aside(self.path, reason)
             conn = self._connect()
@@ -324,27 +405,42 @@ class Cache:
             return conn
 
     def _open_read_only(self) -> sqlite3.Connection:
-        """A cache file this process may not write: read what it holds (in memory, copied, where the Cache may
-        fall back to memory, so that what this process measures is kept too)."""
+        """A cache file to read and never write: asked for (``read_only=True``), or one this process may not write.
+        Read what it holds (in memory, copied, where the Cache may fall back to memory, so that what this process
+        measures is kept too). Nothing on disk changes: a file that cannot be used is left as it is."""
         assert self.path is not None
+        if not self.path.exists():
+            raise CacheError(f"no cache at {self.path}")
         try:
-            self._check_header(self.path)
             uri = self.path.resolve().as_uri()
-            try:
-                conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-                conn.execute("PRAGMA schema_version").fetchone()
-            except sqlite3.OperationalError:
-                # A WAL file in a directory this process cannot write (no -shm to share): nobody else can write
-                # it either, so read it as immutable.
+            # No -wal/-shm beside it: no process has it open in WAL mode, and a read-only connection would create
+            # them; read the file as it is instead, so that reading leaves no file behind.
+            conn = None
+            if any(p.exists() for p in _sidecars(self.path)):
+                ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                try:
+                    ro.execute("PRAGMA schema_version").fetchone()
+                    conn = ro
+                except sqlite3.OperationalError:
+                    ro.close()  # a WAL file in a directory this process cannot write (no -shm to share)
+            if conn is None:  # nobody else can be writing it in WAL mode: read it as it is
                 conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
             conn.isolation_level = None
+            conn.text_factory = _text
             try:
                 if self._classify(conn):
                     raise _Unusable("it is an empty database")
             except BaseException:
                 conn.close()
                 raise
+        except _Foreign as exc:
+            raise CacheError(f"{self.path} is not a ucudnn cache: {exc}; it was left as it is") from None
         except (_Unusable, sqlite3.DatabaseError) as exc:
+            if self._read_only_asked:
+                raise CacheError(
+                    f"the cache {self.path} cannot be used: {exc}; it was left as it is (the next run that plans "
+                    "with it moves it aside and starts a fresh cache)"
+                ) from None
             raise CacheError(f"the cache {self.path} is read-only and cannot be used: {exc}") from None
         except OSError as exc:
             raise CacheError(f"cannot read the cache {self.path}: {exc.strerror or exc}") from None
@@ -363,7 +459,21 @@ class Cache:
 
     @staticmethod
     def _connect_memory() -> sqlite3.Connection:
-        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.text_factory = _text
+        return conn
+
+    def _not_ours(self, why: str) -> sqlite3.Connection:
+        """A file that is not a ucudnn cache: never touched. CacheError naming it, or (``memory_fallback``: the
+        planner in a program) memory-only planning, said once."""
+        message = f"{self.path} is not a ucudnn cache: {why}; it was left as it is"
+        if not self._memory_fallback:
+            raise CacheError(message)
+        conn = self._connect_memory()
+        self._prepare(conn)
+        self.memory_only = f"{why}; it was left as it is"
+        log.warning("%s, and this process plans in memory only (UCUDNN_DATABASE names the cache file)", message)
+        return conn
 
     def _fall_back(self, why: str) -> sqlite3.Connection:
         """After a bounded wait for another process: memory-only planning (said once), or CacheError."""
@@ -379,12 +489,16 @@ class Cache:
         log.info("not waiting any longer for the cache %s: %s; this process plans in memory only", self.path, why)
         return conn
 
-    def _say_wait(self, why: str) -> None:
-        """One line, the first time this Cache waits for another process: what for, how long, and then what."""
-        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
-        level = logging.DEBUG if self._wait_said else logging.WARNING
+    def _say_wait(self, why: str, waited_s: float) -> None:
+        """One line, the first time a wait of this Cache for another process has lasted WAIT_NOTICE_S: what for, how
+        long at most, and then what (shorter waits, as between ranks starting together, are not worth a line)."""
+        if waited_s < WAIT_NOTICE_S or self._wait_said:
+            return
         self._wait_said = True
-        log.log(level, "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then)
+        then = "this process plans in memory only" if self._memory_fallback else "it gives up"
+        log.warning(
+            "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then
+        )
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[bool]:
@@ -397,33 +511,21 @@ class Cache:
         except OSError as exc:
             raise CacheError(f"cannot open the cache {self.path}: {exc.strerror or exc}") from None
         try:
-            deadline = time.monotonic() + self._lock_wait_s
-            waiting = False
+            started = time.monotonic()
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if time.monotonic() >= deadline:
+                    waited = time.monotonic() - started
+                    if waited >= self._lock_wait_s:
                         yield False
                         return
-                    if not waiting:
-                        waiting = True
-                        self._say_wait("another process holds its lock")
+                    self._say_wait("another process holds its lock", waited)
                     time.sleep(_LOCK_POLL_S)
             yield True
         finally:
             os.close(fd)  # closing releases the flock
-
-    @staticmethod
-    def _check_header(path: Path) -> None:
-        try:
-            with path.open("rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
-        except FileNotFoundError:
-            return
-        if head and head != _SQLITE_MAGIC:
-            raise _Unusable("it is not an SQLite database")
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         # Identify the file before changing anything: switching a foreign file to WAL would rewrite its header.
@@ -449,7 +551,11 @@ class Cache:
         if app_id == 0 and version == 0 and not tables:
             return True
         if app_id != APPLICATION_ID:
-            raise _Unusable(f"it belongs to another application (application_id {app_id:#x})")
+            raise _Foreign(
+                f"it is an SQLite database of another application (application_id {app_id:#x})"
+                if app_id
+                else "it is an SQLite database that is not marked as a ucudnn cache (PRAGMA application_id 0)"
+            )
         if version != SCHEMA_VERSION:
             raise _Unusable(f"its schema version {version} is not the supported {SCHEMA_VERSION}")
         if not _TABLES <= tables:
@@ -495,8 +601,7 @@ class Cache:
     def _retry(self, fn: Callable[[], T]) -> T:
         """``fn`` retried while the file is locked by another process, for at most ``lock_wait_s`` in all (each
         try waits up to the busy timeout); then _Busy."""
-        deadline = time.monotonic() + self._lock_wait_s
-        waiting = False
+        started = time.monotonic()
         attempt = 0
         while True:
             try:
@@ -504,12 +609,11 @@ class Cache:
             except sqlite3.OperationalError as exc:
                 if not _is_locked(exc) or self.path is None or self.memory_only:
                     raise
-                left = deadline - time.monotonic()
+                waited = time.monotonic() - started
+                left = self._lock_wait_s - waited
                 if left <= 0:
                     break
-                if not waiting:
-                    waiting = True
-                    self._say_wait("another process holds it locked")
+                self._say_wait("another process holds it locked", waited)
                 delay = min(left, 0.5, 0.05 * 2**attempt) * (0.5 + random.random())
                 attempt += 1
                 time.sleep(delay)
@@ -544,8 +648,13 @@ class Cache:
             return self._bounded(attempt)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a query, less those holding text that is not UTF-8 (forged: skipped with a warning)."""
         with self._lock:
-            return self._bounded(lambda: self._connection().execute(sql, params).fetchall())
+            rows = self._bounded(lambda: self._connection().execute(sql, params).fetchall())
+        good = [row for row in rows if not any(_undecodable(v) for v in row)]
+        if len(good) != len(rows):
+            log.warning("ignoring %d row(s) in %s whose text is not UTF-8", len(rows) - len(good), self)
+        return good
 
     def close(self) -> None:
         with self._lock:

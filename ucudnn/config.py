@@ -134,15 +134,17 @@ VARIABLES: tuple[Var, ...] = (
         Kind.COUNT,
         "3",
         "Timed executions per side when a new micro-batched plan is checked against the undivided choice that "
-        "fits the same workspace (after one untimed warm-up each; 0: no check, plans are trusted).",
+        "fits the same workspace (after one untimed warm-up each; as many more when the pairs of timings disagree; "
+        "0: no check, plans are trusted).",
         readers=("shim",),
     ),
     Var(
         "UCUDNN_VERIFY_MARGIN",
         Kind.FRACTION,
         "0.02",
-        "A checked micro-batched plan is kept only if its median time is at least this fraction below the "
-        "undivided choice's; otherwise (a tie or slower) the undivided choice runs from then on.",
+        "A checked micro-batched plan is kept only if the median of its times over the undivided choice's, pair by "
+        "pair, is at least this fraction below 1 (and it was faster in every pair, or 4 pairs out of 5 of a "
+        "lengthened check); otherwise (a tie or slower) the undivided choice runs from then on.",
         readers=("shim",),
     ),
     Var(

@@ -205,7 +205,9 @@ class Planner:
             hit = self._cached_plan(pk, algo_count)
             if hit is not None:
                 log.debug("cached plan for %s at N=%d: %d micro-batch(es)", key, batch, len(hit.micro_batches))
-                return self._checked(pk, PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan"), floor)
+                return self._checked(
+                    pk, PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan"), floor, algo_count
+                )
 
         measured = self._measure(key, backend_id, candidate_batch_sizes(batch, pol), algo_count, benchmark, floor)
         if slack == 0.0:
@@ -235,9 +237,9 @@ class Planner:
             )
         else:
             log.info("no plan for %s at N=%d under %d B: %s", key, batch, limit, result.message)
-        return self._checked(pk, result, floor)
+        return self._checked(pk, result, floor, algo_count)
 
-    def _checked(self, pk: PlanKey, result: PlanResult, floor: float) -> PlanResult:
+    def _checked(self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int) -> PlanResult:
         """``result`` with what a stored check on real executions says about its plan under ``pk``: kept (the
         plan, verified), or replaced by the undivided choice it lost to (that plan, verified)."""
         plan = result.plan
@@ -251,23 +253,38 @@ class Planner:
             return result
         if verdict is None:
             return result
+        # A verdict holds against the undivided choice it was measured against, and only while that is still the
+        # undivided choice for what is asked: the fastest single call within this limit. A faster one that fits
+        # now (benchmarks measured again, or a verdict earned at a smaller workspace) was never beaten: check again.
+        current = self._undivided_choice(pk, floor, algo_count)
+        if current is None or (current.batch, current.algo, current.math_type) != verdict.undivided[0]:
+            log.debug("a stored check of %s at N=%d was against another undivided choice; checking again", pk.key,
+                      pk.batch)  # fmt: skip
+            return result
         if verdict.kept:
             return dataclasses.replace(result, message=result.message + "; kept by a check", verified=True)
-        (b, algo, math_type), *_ = verdict.undivided
-        try:
-            rows = self.cache.get_benchmark(pk.key, pk.backend_id, b) or []
-        except (sqlite3.Error, CacheError):
-            rows = []
-        perf = next((p for p in rows if (p.algo, p.math_type) == (algo, math_type)), None)
-        if (
-            perf is None
-            or perf.workspace_bytes > pk.workspace_limit_bytes
-            or (pk.deterministic_only and not perf.deterministic)
-        ):
-            return result  # the undivided choice no longer fits what is asked: check again
-        undivided = _floored(Plan((MicroBatch.from_perf(perf),)), floor)
+        undivided = Plan((current,))
         why = f"undivided: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms micro-batched"
         return PlanResult(Status.OPTIMAL, undivided, why, verified=True)
+
+    def _undivided_choice(self, pk: PlanKey, floor: float, algo_count: int) -> MicroBatch | None:
+        """The undivided choice under ``pk`` as the planner makes it (the fastest single call at N within the limit,
+        deterministic if asked), from the stored benchmark at N; None when there is none."""
+        try:
+            rows = self.cache.get_benchmark(pk.key, pk.backend_id, pk.batch) or []
+        except (sqlite3.Error, CacheError):
+            return None
+        rows = [p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor) for p in rows if p.algo < algo_count]
+        chosen = best_plan(
+            rows,
+            batch=pk.batch,
+            workspace_limit_bytes=pk.workspace_limit_bytes,
+            policy=BatchSizePolicy.UNDIVIDED,
+            deterministic_only=pk.deterministic_only,
+        )
+        if chosen.plan is None or len(chosen.plan.micro_batches) != 1:
+            return None
+        return chosen.plan.micro_batches[0]
 
     def plan_network(
         self,

@@ -104,7 +104,8 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     version = package_version()
     ffi.set_source(
         MODULE,
-        '#include "ucudnn_bridge.h"\n',
+        # deferred.h calls the extern "Python" callbacks, which are static to this generated file.
+        '#include "ucudnn_bridge.h"\n#include "deferred.h"\n',
         sources=[str(BRIDGE_SRC / "bridge.c") if absolute_paths else _setup_relative(BRIDGE_SRC / "bridge.c")],
         include_dirs=[str(INCLUDE), str(BRIDGE_SRC)],
         define_macros=[("UCUDNN_PACKAGE_VERSION", f'"{version}"')],

@@ -360,3 +360,64 @@ def test_a_terminated_run_writes_the_rows_it_measured(tmp_path: Path) -> None:
     assert doc["meta"]["partial"] is True
     assert 3 <= len(doc["rows"]) < 180 and all(r["status"] == "ok" for r in doc["rows"])
     assert "interrupted after" in out
+
+
+def test_the_last_line_says_whether_the_cache_was_written(tmp_path: Path) -> None:
+    """Was: "a second run plans from it" also when the planner could not open the cache and planned in memory."""
+    problems = write(tmp_path, "tiny.csv", "\n".join(TINY.splitlines()[:2]) + "\n")
+    args = ["--problems", str(problems), "--ops", "fwd", "--workspace", "16KiB", "--host-timing", "model",
+            "--repeat", "1", "--progress", "none"]  # fmt: skip
+    (tmp_path / "a-file").write_text("not a directory\n")
+    unusable = tmp_path / "a-file" / "cache.sqlite"
+    r = run_cli(*args, env={"UCUDNN_DATABASE": str(unusable)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    (last,) = [ln for ln in r.stdout.splitlines() if ln.startswith("cache: ")]
+    assert last.startswith(f"cache: {unusable} was not written (") and "a second run measures them again" in last
+    assert "a second run plans from it" not in r.stdout
+    # Given as --database, the same path is refused before anything runs.
+    r = run_cli(*args, "--database", str(unusable))
+    assert r.returncode == 2 and "Not a directory" in r.stderr and "geomean" not in r.stdout
+    good = tmp_path / "cache.sqlite"
+    r = run_cli(*args, "--database", str(good))
+    assert r.returncode == 0 and f"cache: {good} (benchmarks and plans; a second run plans from it" in r.stdout
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_database_is_the_default_never_a_file_named_by_blanks(tmp_path: Path, blank: str) -> None:
+    problems = write(tmp_path, "tiny.csv", "\n".join(TINY.splitlines()[:2]) + "\n")
+    home = tmp_path / "home"
+    r = subprocess.run(
+        [sys.executable, "-m", "ucudnn.bench.cli", "--problems", str(problems), "--ops", "fwd", "--workspace",
+         "16KiB", "--host-timing", "model", "--repeat", "1", "--progress", "none", f"--database={blank}"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "UCUDNN_DATABASE"} | {"XDG_CACHE_HOME": str(home)},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    default = home / "ucudnn" / "cache.sqlite"
+    assert default.is_file() and f"cache: {default} " in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "tiny.csv"]
+
+
+@pytest.mark.parametrize(
+    ("op", "skew", "fast"), [("fwd", "fwd:7:0.5", "GEMM"), ("bwd-data", "bwd_data:5:0.5", "ALGO_1")]
+)
+def test_no_row_is_slower_than_cudnn_alone_when_find_flatters_a_split(
+    tmp_path: Path, op: str, skew: str, fast: str
+) -> None:
+    """Find reports Winograd twice as fast as it runs (model clock: every figure exact). At 8 MiB the planner then
+    prefers 2 x 16 Winograd (4.9 MB) to undivided `fast`, which fits 8 MiB but not 4.9 MB, and runs faster.
+    Was: the split was checked only against the best undivided algorithm within its own 4.9 MB (far slower) and
+    kept, or not checked at all with the verdict of the 4 MiB row: the 8 MiB row ran at 0.73x. Now Get*_v7 reports
+    the split's workspace with room for `fast`, its check times the two, and `fast` runs."""
+    problems = write(tmp_path, "s14.csv", "s14,14,14,32,32,64,3,3,1,1,1,1\n")
+    out = tmp_path / "r.json"
+    r = run_cli("--problems", str(problems), "--ops", op, "--workspace", "4MiB,8MiB", "--host-timing", "model",
+                "--repeat", "1", "--json", str(out), "--database", str(tmp_path / "c.sqlite"), "--progress", "none",
+                env={"UCUDNN_HOST_FIND_SKEW": skew, "UCUDNN_VERIFY_SAMPLES": "3"})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["status"] for row in rows] == ["ok", "ok"]
+    assert all(row["speedup"] >= 1 - 1e-3 for row in rows), [(row["limit_bytes"], row["speedup"]) for row in rows]
+    at8 = rows[1]
+    assert at8["undivided_algo"] == fast and at8["verified"] and at8["rejected_by_measurement"], at8
+    assert [(m["count"], m["batch"], m["algo_name"]) for m in at8["micro_batches"]] == [(1, 32, fast)]

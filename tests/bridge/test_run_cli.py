@@ -137,3 +137,56 @@ def test_a_new_database_directory_is_created_and_said(fake_build: FakeBuild, tmp
     assert target.parent.is_dir() and not target.exists()
     again = ucudnn_run(fake_build.shim, "--database", str(target), "--", "true")
     assert again.returncode == 0 and "created" not in again.stderr
+
+
+def test_a_mistyped_option_is_answered_by_the_subcommand_with_the_option_meant(fake_build: FakeBuild) -> None:
+    # Was: the top-level usage (`ucudnn [-h] [--version] COMMAND ...`) and no suggestion.
+    for typed in (("--worksapce", "64MiB"), ("--worksapce=64MiB",)):
+        bad = ucudnn_run(fake_build.shim, *typed, "--", sys.executable, "-c", "print('ran')")
+        assert bad.returncode == 2 and "ran" not in bad.stdout, bad.stderr
+        assert bad.stderr.startswith("usage: ucudnn run "), bad.stderr
+        assert bad.stderr.rstrip().endswith("ucudnn run: error: unrecognized arguments: "
+                                            f"{typed[0]} (did you mean --workspace?)"), bad.stderr  # fmt: skip
+    # The program's own options after `--` are its business.
+    ok = ucudnn_run(fake_build.shim, "--", sys.executable, "-c", "print('ran')", "--worksapce")
+    assert ok.returncode == 0 and "ran" in ok.stdout, ok.stderr
+
+
+def test_every_subcommand_and_the_benchmark_suggest_the_option_meant() -> None:
+    cases = {
+        ("-m", "ucudnn.cli", "db", "stats", "--databse", "x.sqlite"): "ucudnn db stats: error: ",
+        ("-m", "ucudnn.cli", "plan", "--tabel", "t.json", "--list"): "ucudnn plan: error: ",
+        ("-m", "ucudnn.bench.cli", "--quick", "--worksapce", "1MiB"): "ucudnn-bench: error: ",
+    }
+    meant = {"--databse": "--database", "--tabel": "--table", "--worksapce": "--workspace"}
+    for argv, prefix in cases.items():
+        proc = run_cmd([sys.executable, *argv], clean_env())
+        typo = next(a for a in argv if a in meant)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith(prefix)]
+        assert f"did you mean {meant[typo]}?" in line, proc.stderr
+
+
+def test_a_blank_file_option_is_unset(fake_build: FakeBuild, tmp_path: Path) -> None:
+    """Blank means unset, for options as for variables. Was: made absolute before the check, "  " named a file of
+    spaces in the working directory, `--database=` the working directory itself, and `--stats-file=` exited 2 (Is
+    a directory) without running the program."""
+    for value in ("", "  "):
+        proc = ucudnn_run(fake_build.shim, f"--database={value}", f"--stats-file={value}", "--", sys.executable, "-c",
+                          SHOW_ENV, cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        env = json.loads(proc.stdout)
+        assert env["UCUDNN_DATABASE"] == value and env["UCUDNN_STATS_FILE"] == value  # blank: the defaults
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_that_is_not_a_ucudnn_cache_is_refused_and_left_alone(fake_build: FakeBuild, tmp_path: Path) -> None:
+    notes = tmp_path / "notes2.py"
+    notes.write_text("print('my notes')\n")
+    for how in (("--database", str(notes)), ()):
+        proc = ucudnn_run(fake_build.shim, *how, "--", sys.executable, "-c", "print('ran')",
+                          env={"UCUDNN_DATABASE": str(notes)} if not how else None)  # fmt: skip
+        assert proc.returncode == 2 and "ran" not in proc.stdout, proc.stderr
+        assert proc.stderr == f"ucudnn run: {notes} is not a ucudnn cache: it is not an SQLite database; it was left " \
+                              "as it is (name another file)\n"  # fmt: skip
+    assert notes.read_text() == "print('my notes')\n" and [p.name for p in tmp_path.iterdir()] == ["notes2.py"]

@@ -23,6 +23,20 @@ import numpy as np
 from tests.host import _graph as G
 from ucudnn import testing as T
 
+# Where a framework's buffers start: cudaMalloc returns 256-byte aligned memory (PyTorch's caching allocator 512).
+DEVICE_ALIGNMENT = 256
+
+
+def device_like(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts at a DEVICE_ALIGNMENT boundary. A tensor's byte alignment is part of a
+    graph's key (as in cudnn_frontend); the heap's alignment of a NumPy buffer follows the process's earlier
+    allocations, which change with the environment, so two processes would see two different kernels."""
+    raw = np.empty(a.nbytes + DEVICE_ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % DEVICE_ALIGNMENT
+    out = raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
 
 def main() -> int:
     spec = json.loads(sys.argv[2])
@@ -36,14 +50,14 @@ def main() -> int:
     driver = G.Driver(Path(sys.argv[1]))
     n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
     rng = np.random.default_rng(spec.get("seed", 0))
-    x = rng.uniform(-1, 1, (n, c, s, s)).astype(np.float32)
-    w = rng.uniform(-1, 1, (k, c, 3, 3)).astype(np.float32)
-    y = rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32)
+    x = device_like(rng.uniform(-1, 1, (n, c, s, s)).astype(np.float32))
+    w = device_like(rng.uniform(-1, 1, (k, c, 3, 3)).astype(np.float32))
+    y = device_like(rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32))
     params = T.ConvParams.make(2, pad=1)
     fused = None
     if spec.get("fused"):
-        z = rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32)
-        bias = rng.uniform(-1, 1, (1, k, 1, 1)).astype(np.float32)
+        z = device_like(rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32))
+        bias = device_like(rng.uniform(-1, 1, (1, k, 1, 1)).astype(np.float32))
         fused = (z, bias, 0.5)
     outcome = driver.run(
         spec["op"], x, w, y, params, engine=spec.get("engine", -1), alpha=spec.get("alpha", 1.0),
@@ -55,6 +69,7 @@ def main() -> int:
     report: dict[str, object] = {
         "status": outcome.status, "stage": outcome.stage, "workspace": outcome.workspace, "model_ms": outcome.model_ms,
         "configs": outcome.configs, "plans": outcome.plans, "ran": outcome.ran,
+        "addresses": [a.ctypes.data for a in (x, w, y, *(fused or ())[:2])],
     }  # fmt: skip
     if os.environ.get("LD_PRELOAD"):
         stats = ctypes.CDLL(None).ucudnn_stats_json

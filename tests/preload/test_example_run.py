@@ -19,7 +19,12 @@ import pytest
 from .conftest import ROOT, base_env
 
 EXAMPLE = [sys.executable, "-m", "ucudnn.examples.train", "--steps", "2", "--memory", "2MiB"]
-SUMMARY = re.compile(r"^ucudnn: (\d+) kernel\(s\), (\d+) convolution call\(s\), (\d+)% micro-batched", re.M)
+SUMMARY = re.compile(
+    r"^ucudnn: (\d+) kernel\(s\), (\d+) convolution call\(s\), (\d+) cuDNN call\(s\) in all: (\d+) micro-batched, "
+    r"(\d+) undivided, (\d+) passed through(?:, (\d+) timing new plans against cuDNN alone \((\d+) of them "
+    r"micro-batched\))?(?:; (\d+) new plan\(s\) still being checked at exit)?",
+    re.M,
+)
 NOTHING_SEEN = "no cuDNN convolution call reached the preload library"
 
 
@@ -54,14 +59,48 @@ def test_the_example_micro_batches_under_ucudnn_run(tmp_path: Path) -> None:
     s = stats(tmp_path / "stats.json")
     assert s["calls"] > 0 and s["divided_calls"] > 0 and s["micro_batches"] > s["calls"], s
     assert 0 < s["peak_workspace"] <= 2 << 20  # within --memory
-    # One summary line at exit, from the counters the stats file has.
+    # One summary line at exit, from the counters the stats file has: what ran, counted apart.
     lines = SUMMARY.findall(under.stderr)
     assert len(lines) == 1, under.stderr
-    kernels, calls, share = (int(v) for v in lines[0])
-    assert (kernels, calls) == (s["kernels"], s["calls"])
-    assert share == round(100 * s["divided_calls"] / s["calls"])
+    kernels, calls, cudnn, divided, undivided, passed, checking, checking_divided, unfinished = (
+        int(v or 0) for v in lines[0]
+    )
+    assert (kernels, calls, cudnn, passed) == (s["kernels"], s["calls"], s["micro_batches"], s["passthrough"])
+    assert (checking, checking_divided) == (s["verify_executions"], s["verify_divided_calls"])
+    assert divided == s["divided_calls"] - s["verify_divided_calls"]  # a check's plan executions apart
+    assert divided + undivided + passed + checking == calls
+    assert unfinished == s["checks_started"] - s["verified"]
     assert f"{s['predicted_ms']:.4g} ms in all vs {s['undivided_predicted_ms']:.4g} ms" in under.stderr
     assert NOTHING_SEEN not in under.stderr and SUMMARY.search(alone.stderr) is None
+
+
+def test_a_short_run_says_which_checks_did_not_finish_and_counts_them_apart(tmp_path: Path) -> None:
+    """Was: "56% micro-batched", counting a check's alternating executions as micro-batched calls, and nothing
+    about checks still running at exit (the shipped example never finishes one in its 4 steps)."""
+    short = run(tmp_path, "--stats-file", "stats.json", "--", *EXAMPLE)
+    s = stats(tmp_path / "stats.json")
+    (line,) = SUMMARY.findall(short.stderr)
+    unfinished = int(line[-1] or 0)
+    # Two steps: every new micro-batched plan was still alternating with the undivided call at exit.
+    assert s["checks_started"] > 0 and s["verified"] == 0 and unfinished == s["checks_started"], short.stderr
+    assert int(line[6]) == s["verify_executions"] > 0 and int(line[3]) == s["divided_calls"] - s["verify_divided_calls"]
+    assert "the next run checks them again" in short.stderr
+
+
+def test_a_limit_that_never_bound_is_seen_as_such(tmp_path: Path) -> None:
+    """Was: nothing showed that `--workspace 64MiB` changed nothing for a program that offers at most 1 MiB."""
+    proc = run(tmp_path, "--workspace", "64MiB", "--", *EXAMPLE)
+    (said,) = [ln for ln in proc.stderr.splitlines() if SUMMARY.match(ln)]
+    assert re.search(r"UCUDNN_DEFAULT_WORKSPACE_LIMIT=64\.0 MiB bound 0 of \d+ call\(s\)[:]", said), said
+    assert "it changed nothing, the program's own workspace (at most " in said, said
+    # A limit below what the program offers shapes the lists it chooses from (its executions then fit them).
+    tight = run(tmp_path, "--workspace", "64KiB", "--", *EXAMPLE)
+    (said,) = [ln for ln in tight.stderr.splitlines() if SUMMARY.match(ln)]
+    assert re.search(r"UCUDNN_DEFAULT_WORKSPACE_LIMIT=64\.0 KiB bound \d+ of \d+ call\(s\) and [1-9]\d* of ", said)
+    assert "changed nothing" not in said
+    auto = run(tmp_path, "--", *EXAMPLE)
+    (said,) = [ln for ln in auto.stderr.splitlines() if SUMMARY.match(ln)]
+    assert "workspace: the program's own (at most " in said
 
 
 def test_the_summary_is_silenced_by_the_log_level(tmp_path: Path) -> None:
@@ -69,14 +108,41 @@ def test_the_summary_is_silenced_by_the_log_level(tmp_path: Path) -> None:
     assert SUMMARY.search(quiet.stderr) is None, quiet.stderr
 
 
+# A program that loads cuDNN privately (its own handle, not the dynamic symbols LD_PRELOAD interposes) and ends well.
+PRIVATE_CUDNN = "import ctypes; from ucudnn import _paths; ctypes.CDLL(str(_paths.HOST_CUDNN)); print('loaded')"
+
+
 def test_a_program_the_shim_never_sees_still_gets_a_stats_file_and_a_warning(tmp_path: Path) -> None:
     stale = tmp_path / "stats.json"
     stale.write_text('{"calls": 99}')  # an earlier run's: replaced, never read as this run's
-    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", "print('no convolutions')")
+    proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", PRIVATE_CUDNN)
     s = stats(stale)
     assert s["calls"] == 0 and s["queries"] == 0 and s["graph_calls"] == 0, s
     assert proc.stderr.count(NOTHING_SEEN) == 1, proc.stderr
     assert SUMMARY.search(proc.stderr) is None
+
+
+@pytest.mark.parametrize(
+    ("program", "status"),
+    [
+        (["true"], 0),  # never loads cuDNN: nothing to see
+        ([sys.executable, "-c", "print('no convolutions')"], 0),
+        ([sys.executable, "no-such-script.py"], 2),  # failed to start: its own message is the one that matters
+        ([sys.executable, "-c", PRIVATE_CUDNN + "; raise SystemExit(3)"], 3),  # failed after loading cuDNN
+    ],
+    ids=["true", "no-cudnn", "failed-to-start", "failed"],
+)
+def test_no_warning_for_a_program_with_nothing_to_see_or_that_failed(
+    tmp_path: Path, program: list[str], status: int
+) -> None:
+    """Was: the warning for `true` and for programs that never started."""
+    full = base_env()
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    proc = subprocess.run([sys.executable, "-m", "ucudnn.cli", "run", "--", *program], env=full, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == status, proc.stderr
+    assert NOTHING_SEEN not in proc.stderr, proc.stderr
 
 
 def test_a_child_without_calls_neither_warns_nor_overwrites_the_programs_counts(tmp_path: Path) -> None:

@@ -228,6 +228,24 @@ def test_the_planner_benchmarks_engines_into_the_cache_and_plans(
     assert benchmark_rows(tmp_path / "cache.sqlite") == rows
 
 
+def test_one_graph_is_one_kernel_whatever_the_environment_of_its_process(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """The test above once benchmarked again in its second process (20 more rows: a second key). A tensor's byte
+    alignment is part of a graph's key, as in cudnn_frontend, and the host's buffers came from the heap, whose
+    layout follows the process's environment (the second process adds UCUDNN_LOG_LEVEL): the same graph had
+    16-byte aligned tensors in one process and 32-byte aligned ones in the other. The buffers are now aligned as a
+    device allocation is, so every process sees one kernel."""
+    spec = {**BIG, "op": FWD, "repeat": 1, "fused": True}
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(300 * 1024)}
+    # More variables in the environment: another heap layout before the buffers are allocated.
+    reports = [run(host_lib, preload_lib, tmp_path, spec, env | {f"PAD{i}": "y" for i in range(extra)})[1]
+               for extra in (0, 3, 15, 23)]  # fmt: skip
+    keys = {k for k, _, _, _ in benchmark_rows(tmp_path / "cache.sqlite")}
+    assert len(keys) == 1, keys
+    assert all(a % 256 == 0 for rep in reports for a in rep["addresses"])
+
+
 def test_the_planner_splits_when_only_a_split_fits_deterministically(
     host_lib: Path, preload_lib: Path, tmp_path: Path
 ) -> None:

@@ -183,7 +183,8 @@ def test_the_check_runs_on_the_wall_clock_too(run_driver: RunDriver) -> None:
     if counts["verified"] == 0:  # the plan happened to be undivided here: nothing to check
         assert len(got.report["last_plan"]["micro_batches"]) == 1
     else:
-        assert counts["verified"] == 1 and counts["verify_executions"] == 8
+        # 2 x (3 + 1) executions, or 6 more when the wall clock's pairs disagreed (see test_check_rule.py)
+        assert counts["verified"] == 1 and counts["verify_executions"] in (8, 14)
     assert_close(got.output("float"), ref.output("float"), "float")
 
 

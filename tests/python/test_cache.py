@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ucudnn import cache as cache_mod
+from ucudnn import config
 from ucudnn.cache import APPLICATION_ID, SCHEMA_VERSION, BenchmarkRow, Cache, CacheError, PlanKey, Verdict
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
@@ -210,21 +211,24 @@ def _aside(path: Path) -> list[Path]:
     return sorted(p for p in path.parent.iterdir() if ".corrupt-" in p.name)
 
 
-def test_garbage_file_is_moved_aside_with_its_sidecars(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "c.sqlite"
+def test_a_file_that_is_not_sqlite_is_never_touched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: renamed to F.corrupt-<time> (a user's notes2.py given as --database). Not SQLite at all: not ours."""
+    path = tmp_path / "notes2.py"
     garbage = b"\x00\x01 this is not a database " * 50
     path.write_bytes(garbage)
     Path(f"{path}-wal").write_bytes(b"wal bytes")
-    Path(f"{path}-shm").write_bytes(b"shm bytes")
-    with Cache(path) as c:
+    with pytest.raises(CacheError, match="not an SQLite database") as caught:
+        Cache(path)
+    assert str(path) in str(caught.value) and "left as it is" in str(caught.value)
+    # The planner inside a program: memory only, said once, the file still untouched.
+    with Cache(path, memory_fallback=True) as c:
+        assert c.memory_only and not c.moved_aside
         c.put_benchmark(KEY, BACKEND, 1, perfs(1))
         assert c.get_benchmark(KEY, BACKEND, 1) == perfs(1)
-        (original, moved), *_ = c.moved_aside
-    assert original == path and moved.read_bytes() == garbage
-    assert Path(f"{moved}-wal").read_bytes() == b"wal bytes" and Path(f"{moved}-shm").read_bytes() == b"shm bytes"
-    assert len(_aside(path)) == 3
+    assert path.read_bytes() == garbage and Path(f"{path}-wal").read_bytes() == b"wal bytes"
+    assert not _aside(path) and sorted(p.name for p in tmp_path.iterdir()) == ["notes2.py", "notes2.py-wal"]
     err = capsys.readouterr().err
-    assert "ucudnn: warning:" in err and str(path) in err and str(moved) in err and "not an SQLite database" in err
+    assert err.count("ucudnn: warning:") == 1 and str(path) in err and "plans in memory only" in err
 
 
 def _foreign(path: Path, app_id: int, version: int, table: str) -> bytes:
@@ -241,13 +245,30 @@ def _foreign(path: Path, app_id: int, version: int, table: str) -> bytes:
 @pytest.mark.parametrize(
     ("app_id", "version", "table", "reason"),
     [
-        (0, 0, "photos", "another application"),
+        (0, 0, "photos", "not marked as a ucudnn cache"),
         (0x12345678, 1, "plans", "another application"),
+    ],
+)
+def test_another_applications_sqlite_file_is_never_touched(
+    tmp_path: Path, app_id: int, version: int, table: str, reason: str
+) -> None:
+    path = tmp_path / "c.sqlite"
+    before = _foreign(path, app_id, version, table)
+    with pytest.raises(CacheError, match=reason):
+        Cache(path)
+    with Cache(path, memory_fallback=True) as c:
+        assert c.memory_only and reason in c.memory_only and not c.moved_aside
+    assert path.read_bytes() == before and not _aside(path)
+
+
+@pytest.mark.parametrize(
+    ("app_id", "version", "table", "reason"),
+    [
         (APPLICATION_ID, 99, "plans", "schema version 99"),
         (APPLICATION_ID, SCHEMA_VERSION, "plans", "tables are missing"),
     ],
 )
-def test_foreign_sqlite_file_is_moved_aside(
+def test_an_unusable_cache_of_ours_is_moved_aside(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], app_id: int, version: int, table: str, reason: str
 ) -> None:
     path = tmp_path / "c.sqlite"
@@ -274,8 +295,14 @@ def test_damaged_pages_are_moved_aside(tmp_path: Path) -> None:
 def test_move_aside_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache_mod, "_utc_stamp", lambda: "20250101T000000Z")
     path = tmp_path / "c.sqlite"
+    damaged = []
     for i in range(3):
-        path.write_bytes(b"garbage %d" % i * 20)
+        with Cache(path) as c:
+            c.put_benchmark(KEY, BACKEND, 1, perfs(1))
+        data = bytearray(path.read_bytes())
+        data[100:3000] = bytes([i]) * 2900  # damaged pages; the header still says it is ours
+        path.write_bytes(bytes(data))
+        damaged.append(bytes(data))
         Cache(path).close()
     names = [p.name for p in _aside(path)]
     assert names == [
@@ -283,7 +310,7 @@ def test_move_aside_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "c.sqlite.corrupt-20250101T000000Z-1",
         "c.sqlite.corrupt-20250101T000000Z-2",
     ]
-    assert [(tmp_path / n).read_bytes()[:9] for n in names] == [b"garbage 0", b"garbage 1", b"garbage 2"]
+    assert [(tmp_path / n).read_bytes() for n in names] == damaged
 
 
 def test_a_directory_is_an_error_not_moved_aside(tmp_path: Path) -> None:
@@ -412,3 +439,15 @@ def test_creating_the_caches_directory_is_said_once(tmp_path: Path, caplog: pyte
     said = [r.getMessage() for r in caplog.records if "created directory" in r.getMessage()]
     assert said == [f"created directory {path.parent} for the cache cache.sqlite"], said
     assert path.is_file()
+
+
+def test_the_default_caches_directory_is_created_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: `ucudnn: warning: created directory ...` the first time any program used the default cache."""
+    monkeypatch.delenv("UCUDNN_DATABASE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = tmp_path / "xdg" / "ucudnn" / "cache.sqlite"
+    assert config.database_path() == default
+    Cache(default, memory_fallback=True).close()  # as the planner in a program opens it
+    assert default.is_file() and "warning" not in capsys.readouterr().err

@@ -81,14 +81,87 @@ def test_a_forged_cache_is_moved_aside_and_a_fresh_one_used(forged: Path, capsys
     assert err.count("moved it aside") == 1 and str(aside) in err
 
 
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
 @pytest.mark.parametrize("action", ["stats", "list", "export"])
-def test_ucudnn_db_on_a_forged_cache_never_prints_a_traceback(forged: Path, action: str) -> None:
+def test_ucudnn_db_on_a_forged_cache_changes_nothing_and_says_so_in_one_line(forged: Path, action: str) -> None:
+    """Read-only commands never rename or change a file (was: the cache moved aside by `ucudnn db stats`)."""
+    before = _files(forged.parent)
     proc = subprocess.run(
         [sys.executable, "-m", "ucudnn.cli", "db", "--database", str(forged), action],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
-    assert proc.returncode == 0 and proc.stderr.count("\n") == 1 and "moved it aside" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert str(forged) in proc.stderr and "left as it is" in proc.stderr, proc.stderr
+    assert _files(forged.parent) == before
+
+
+@pytest.mark.parametrize("action", ["stats", "list", "export"])
+def test_read_only_commands_change_no_file_of_a_good_cache(tmp_path: Path, action: str) -> None:
+    path = tmp_path / "cache.sqlite"
+    _good(path)
+    raw = sqlite3.connect(path)  # a cache left in rollback-journal mode, e.g. copied without its -wal
+    raw.execute("PRAGMA journal_mode = DELETE")
+    raw.close()
+    before = _files(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.cli", "db", "--database", str(path), action],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _files(tmp_path) == before  # no WAL switch, no -wal/-shm, no lock file
+
+
+@pytest.mark.parametrize("action", ["stats", "list", "export", "clear", "import"])
+def test_a_file_that_is_not_sqlite_is_never_touched_by_ucudnn_db(tmp_path: Path, action: str) -> None:
+    notes = tmp_path / "notes2.py"
+    notes.write_text("print('my notes')\n")
+    export = tmp_path / "export.json"
+    export.write_text('{"format": "ucudnn-cache", "version": 1, "benchmarks": [], "plans": []}')
+    extra = {"clear": ["--yes"], "import": [str(export)]}.get(action, [])
+    before = _files(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.cli", "db", action, "--database", str(notes), *extra],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert str(notes) in proc.stderr and "not an SQLite database" in proc.stderr, proc.stderr
+    assert _files(tmp_path) == before
+
+
+def test_a_row_whose_text_is_not_utf8_is_skipped_not_the_whole_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: sqlite3 raised at opening ("Could not decode to UTF-8"), so the planner planned in memory for the whole
+    process; and `ucudnn db list/export` failed."""
+    path = tmp_path / "cache.sqlite"
+    _good(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO plans VALUES (?, ?, 2, 'powerOfTwo', 256, 0, CAST(X'5bff5d' AS TEXT), 1, 0, 0)",
+                     (KEY, BACKEND))  # fmt: skip
+        conn.execute("INSERT INTO benchmark_runs VALUES (CAST(X'ff41' AS TEXT), ?, 1, 0)", (BACKEND,))
+        conn.execute(
+            "INSERT INTO verdicts VALUES (?, ?, 4, 'powerOfTwo', 256, 0, '[[4, 1, 0]]', CAST(X'ff' AS TEXT), 1, 1, 2, "
+            "3, 0)", (KEY, BACKEND),
+        )  # fmt: skip
+    conn.close()
+    with Cache(path, memory_fallback=True) as cache:
+        assert cache.memory_only is None and not cache.moved_aside
+        assert cache.get_plan(PlanKey(KEY, BACKEND, 4, "powerOfTwo", 256, False), algo_count=2) is not None
+        assert cache.get_plan(PlanKey(KEY, BACKEND, 2, "powerOfTwo", 256, False), algo_count=2) is None
+        assert cache.get_verdict(PlanKey(KEY, BACKEND, 4, "powerOfTwo", 256, False), [(4, 1, 0)]) is None
+        assert [k["key"] for k in cache.list_kernels()] == [KEY]
+        assert len(cache.export()["plans"]) == 1
+    assert "not UTF-8" in capsys.readouterr().err
+    for action in ("list", "export"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ucudnn.cli", "db", action, "--database", str(path)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_rows_forged_after_opening_never_raise_past_their_reader(

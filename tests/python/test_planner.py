@@ -300,3 +300,22 @@ def test_a_stored_verdict_settles_the_plan(tmp_path: Path) -> None:
         conn.execute("UPDATE verdicts SET undivided_json = '[[16, 0]]'")
     conn.close()
     assert not plan(planner, bench).verified
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_verdict_against_another_undivided_choice_is_not_trusted(tmp_path: Path, kept: bool) -> None:
+    """A check's verdict holds against the undivided choice it timed, and only while that is still the fastest
+    single call within the limit. Was: trusted whatever is faster now -- a plan kept against a weaker algorithm
+    ran without a check where a faster undivided one fits, and a lost check answered that weaker algorithm."""
+    cache = Cache(tmp_path / "c.sqlite")
+    planner, bench = Planner(cache), Recorded()
+    first = plan(planner, bench)
+    pk = PlanKey(KEY, BACKEND, 16, "powerOfTwo", 4 * MiB, False)
+    checked = tuple((mb.batch, mb.algo, mb.math_type) for mb in first.plan.micro_batches)
+    cache.put_verdict(Verdict(pk, checked, ((16, 0, 0),), kept, 3.0, 16.0, 3))
+    assert plan(planner, bench).verified  # against algo 0, the undivided choice within 4 MiB
+    # N measured again: algo 3 now runs undivided in 2 ms within 4 MiB, which the verdict never timed.
+    cache.put_benchmark(KEY, BACKEND, 16, [*table(16), AlgoPerf(16, 3, 2.0, 4 * MiB)])
+    again = plan(planner, bench)
+    assert not again.verified, again
+    assert steps(again) == steps(first)  # the stored plan, to be checked against algo 3 on real executions

@@ -47,3 +47,35 @@ def test_readme_plan_example_works_on_an_exported_table(tmp_path: Path) -> None:
     assert "[1] fwd x32x8x8 w64x32x5x5 pad2,2  (batch 32" in outputs[2]
     assert outputs[3].startswith("fwd x32x8x8 w64x32x5x5 pad2,2: batch 32, policy powerOfTwo, limit 1MiB")
     assert " GEMM" in outputs[3] and "workspace division" in outputs[4]
+
+
+def _flat() -> str:
+    return " ".join(README.read_text(encoding="utf-8").split())
+
+
+def test_readme_example_figures_are_of_the_examples_defaults() -> None:
+    """The first run's measured figures name the example's own defaults (was: `--steps 6`; the example runs 4)."""
+    from ucudnn.examples.train import parse_args
+
+    defaults = parse_args([])
+    m = re.search(r"defaults: N = (\d+), `--memory (\S+)`, `--steps (\d+)`", _flat())
+    assert m, "README.md's first-run figures do not name the example's defaults"
+    assert (int(m[1]), m[2], int(m[3])) == (defaults.batch, defaults.memory, defaults.steps)
+
+
+def test_readme_quotes_one_example_summary_in_the_format_printed() -> None:
+    """One summary line is quoted (was: three different ones), in the format the preload library prints, its counts
+    adding up, and the measured paragraph quotes that summary's prediction."""
+    from tests.preload.test_example_run import SUMMARY
+
+    quoted = [ln for ln in README.read_text(encoding="utf-8").splitlines() if re.match(r"ucudnn: \d+ kernel", ln)]
+    assert len(quoted) == 1, quoted
+    m = SUMMARY.match(quoted[0])
+    assert m, quoted[0]
+    calls, divided, undivided, passed, checking = (int(m[i] or 0) for i in (2, 4, 5, 6, 7))
+    assert divided + undivided + passed + checking == calls
+    p = re.search(r"predicted ([\d.]+) ms in all vs ([\d.]+) ms for cuDNN alone in the same workspaces \(([\d.]+)x\)",
+                  quoted[0])  # fmt: skip
+    assert p, quoted[0]
+    assert f"{float(p[2]) / float(p[1]):.2f}" == p[3]
+    assert f"the summary predicted {p[1]} ms vs {p[2]} ms ({p[3]}x)" in _flat()

@@ -12,13 +12,14 @@ import sys
 from collections.abc import Sequence
 
 from ucudnn import __version__
+from ucudnn.cli._parser import Parser
 
 # Subcommand modules, in the order `ucudnn --help` lists them.
 COMMANDS: tuple[str, ...] = ("paths", "plan", "db", "run")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ucudnn", description="Micro-batched cuDNN convolutions.")
+    parser = Parser(prog="ucudnn", description="Micro-batched cuDNN convolutions.")
     parser.add_argument("--version", action="version", version=f"ucudnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:

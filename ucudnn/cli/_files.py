@@ -1,5 +1,6 @@
 """Files the commands are given: read-only commands never create one; commands that write say when they create a
-directory."""
+directory; a blank value means the option was not given; a file that is not a ucudnn cache is refused before
+anything runs (it is never touched)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,25 @@ from pathlib import Path
 
 class MissingFile(Exception):
     """A read-only command was given a path that does not exist (the message names it)."""
+
+
+class NotACache(Exception):
+    """A command was given, as its cache, a file that is not a ucudnn cache (the message names it and says why)."""
+
+
+def blank(value: str | None) -> bool:
+    """True for an option value that is empty or only blanks: the option counts as not given (the rule every
+    UCUDNN_* variable follows; no file is ever named by blanks)."""
+    return value is not None and not value.strip()
+
+
+def refuse_foreign(path: Path) -> None:
+    """NotACache if ``path`` holds a file that is not a ucudnn cache (judged from its header; nothing is written)."""
+    from ucudnn.cache import foreign_reason
+
+    why = foreign_reason(path)
+    if why:
+        raise NotACache(f"{path} is not a ucudnn cache: {why}; it was left as it is (name another file)")
 
 
 def existing_cache(path: Path) -> Path:
@@ -25,6 +45,8 @@ def existing_cache(path: Path) -> Path:
 def ensure_parent(path: Path, prog: str) -> None:
     """Create the directory ``path`` will be written in, saying so on stderr (once: later calls find it)."""
     parent = path.expanduser().parent
+    if parent.exists() and not parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(parent))
     if not parent.exists():
         parent.mkdir(parents=True, exist_ok=True)
         print(f"{prog}: created directory {parent}", file=sys.stderr)

@@ -2,8 +2,9 @@
 
 ``stats``, ``list``, ``export [FILE]`` (stdout by default), ``import FILE`` (``-`` for stdin), ``clear
 [--plans-only] [--yes]``; ``--database`` before or after the action. Only ``import`` creates a cache (saying so
-when it creates its directory); the others need an existing one. Exit status 0 on success, 2 for bad input or
-no cache at the path (a one-line message on stderr).
+when it creates its directory); the others need an existing one. ``stats``, ``list`` and ``export`` change no file:
+a cache they cannot use is left as it is. A file that is not a ucudnn cache is never touched by any action. Exit
+status 0 on success, 2 for bad input or no usable cache at the path (a one-line message on stderr).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from ucudnn import config, perf_table
 from ucudnn.cache import Cache, CacheError
-from ucudnn.cli._files import MissingFile, ensure_parent, existing_cache
+from ucudnn.cli._files import MissingFile, NotACache, blank, ensure_parent, existing_cache, refuse_foreign
 from ucudnn.plan_text import format_plan, op_of_key, short_kernel_name
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -28,8 +29,10 @@ class _BadInput(Exception):
 
 
 _DATABASE_HELP = "cache file (default: from UCUDNN_DATABASE or per-user); before or after ACTION"
-# Actions that only read the cache: they need an existing file and never create one.
-_READ_ONLY = frozenset({"stats", "list", "export", "clear"})
+# Actions that need an existing file and never create one.
+_EXISTING = frozenset({"stats", "list", "export", "clear"})
+# Actions that only read: they change nothing on disk (no journal switch, no lock file, nothing moved aside).
+_READ_ONLY = frozenset({"stats", "list", "export"})
 
 
 def _action(
@@ -76,13 +79,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     path: Path | str = args.database or "the cache"
     try:
-        path = Path(args.database).expanduser() if args.database else config.database_path()
-        if args.action in _READ_ONLY:
+        given = args.database is not None and not blank(args.database)  # blank: not given
+        path = Path(args.database).expanduser() if given else config.database_path()
+        if args.action in _EXISTING:
             existing_cache(path)  # a typo must not become an empty cache
+        refuse_foreign(path)  # never touched, whatever the action
         if args.action == "import":
             data = _read_json(args.file)  # before opening: a bad file must not create an empty cache
             ensure_parent(path, "ucudnn db")
-        with Cache(path) as cache:
+        with Cache(path, read_only=args.action in _READ_ONLY) as cache:
             if args.action == "stats":
                 _print_stats(cache.stats(), args.json)
             elif args.action == "list":
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 if not args.yes and not _confirm(f"delete {what} in {path}?"):
                     raise _BadInput(f"not clearing {path} without confirmation (pass --yes)")
                 print(f"deleted {_counts(cache.clear(plans_only=args.plans_only))} from {path}")
-    except (_BadInput, MissingFile, CacheError, config.ConfigError, perf_table.PerfTableError) as exc:
+    except (_BadInput, MissingFile, NotACache, CacheError, config.ConfigError, perf_table.PerfTableError) as exc:
         print(f"ucudnn db: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:

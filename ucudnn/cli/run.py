@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ucudnn import _paths, config
-from ucudnn.cli._files import ensure_parent
+from ucudnn.cli._files import NotACache, blank, ensure_parent, refuse_foreign
 from ucudnn.policy import PRESETS, preset
 
 # Option destination -> the variable it sets, parsed and checked with that variable's declaration.
@@ -91,8 +91,9 @@ def build_environment(args: argparse.Namespace, base: Mapping[str, str], preload
         if value is None:
             continue
         text = str(value)
-        if dest in _PATH_OPTIONS:
-            # The program may change directory; the file it means is the one relative to here.
+        if dest in _PATH_OPTIONS and not blank(text):
+            # The program may change directory; the file it means is the one relative to here. (Blank is unset,
+            # checked first: a blank made absolute would name the working directory or a file named by spaces.)
             text = str(Path(text).expanduser().resolve())
         try:
             config.parse(config.BY_NAME[name], text)
@@ -150,9 +151,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         for dest, name in _OPTION_VARS:
-            if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None:
+            if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None and not blank(env[name]):
                 ensure_parent(Path(env[name]), "ucudnn run")  # the program writes there
+        refuse_foreign(config.database_path(env))  # the program's planner would plan in memory only
         _drop_stale_stats(env)
+    except NotACache as exc:
+        print(f"ucudnn run: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"ucudnn run: cannot prepare {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -68,9 +68,12 @@ typedef struct {
 } ucudnn_plan_reply;
 
 /*
- * The planner callback. Returns 0 with a filled reply, 1 if no plan fits (the shim passes through), or
+ * The planner callback. Returns 0 with a filled reply, 1 if no plan fits (the shim passes through),
+ * UCUDNN_PLAN_INTERRUPTED when the program was interrupted while it planned (the shim passes this call through,
+ * caches nothing and asks nothing more for it: the interrupt is the program's, raised when the call returns), or
  * another value on error (the shim passes through and counts it). The shim validates the reply before use.
  */
+#define UCUDNN_PLAN_INTERRUPTED 3
 typedef int (*ucudnn_planner_fn)(const ucudnn_plan_request *request, ucudnn_plan_reply *reply);
 
 /* Register (or with NULL, unregister) the planner. Returns 0. */
