@@ -38,7 +38,7 @@ static int same_row(const ucudnn_perf *a, const ucudnn_perf *b)
 }
 
 /* Whether an explicit per-kernel limit shaped this list: the real library's first-ranked algorithm within the
- * caller's own bound (`uncapped`: the free device memory, or the workspace a Find*Ex offers) needs more than
+ * caller's own bound (`uncapped`: what the framework can allocate, or the workspace a Find*Ex offers) needs more than
  * `limit`. Counted for the exit summary, so that a limit that never bound is seen to change nothing. */
 static void note_limit(size_t limit, size_t uncapped, const ucudnn_perf *real_rows, int nreal)
 {
@@ -218,9 +218,9 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0;
     int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
-    size_t free_mem = uc_device_free_memory();
-    return answer(&c, uc_cfg_planning_limit(), free_mem ? free_mem : UC_UNLIMITED, st, rows, n, requested, returned,
-                  out);
+    /* The caller's own bound (what the framework can allocate), which only an explicit limit is compared with. */
+    size_t mem = uc_cfg_limit_auto() ? 0 : uc_framework_memory();
+    return answer(&c, uc_cfg_planning_limit(), mem ? mem : UC_UNLIMITED, st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
