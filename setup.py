@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +27,9 @@ class BuildNative(build_ext):
         super().run()
         out = ROOT / "ucudnn" / "_lib" if self.inplace else Path(self.build_lib) / "ucudnn" / "_lib"
         native.build_all(out)
+        # The C headers of the cuDNN subset and of the control API, for programs built against the host backend
+        # (`ucudnn paths --cflags`).
+        shutil.copytree(ROOT / "shim" / "include" / "ucudnn", out / "include" / "ucudnn", dirs_exist_ok=True)
 
 
 cffi_modules = [f"shim/build/{n}.py:ffibuilder" for n in ("bridge",) if (ROOT / "shim/build" / f"{n}.py").exists()]

@@ -9,6 +9,9 @@ LIB_DIR = Path(__file__).resolve().parent / "_lib"
 HOST_CUDNN = LIB_DIR / "libcudnn.so.9"
 PRELOAD = LIB_DIR / "libucudnn.so"
 EMBEDDED_PLANNER = LIB_DIR / "libucudnn_planner.so"
+# The headers the package ships: <ucudnn/cudnn_abi.h> (the cuDNN subset the host backend implements, with the
+# real library's names and ABI), <ucudnn/cudnn_graph_abi.h> (its graph API) and <ucudnn/ucudnn.h> (the control API).
+INCLUDE_DIR = LIB_DIR / "include"
 
 
 class NotBuiltError(FileNotFoundError):
@@ -29,4 +32,18 @@ def artifacts() -> dict[str, str]:
         if path.exists():
             out[key] = str(path)
     out["lib_dir"] = str(LIB_DIR)
+    if (INCLUDE_DIR / "ucudnn").is_dir():
+        out["include_dir"] = str(INCLUDE_DIR)
     return out
+
+
+def cflags() -> str:
+    """Compiler flags of a C/C++ program built against the shipped headers."""
+    return f"-I{require(INCLUDE_DIR)}"
+
+
+def libs() -> str:
+    """Linker flags of a program linked against the host backend (found at run time through its rpath); on a GPU
+    machine link the real cuDNN instead and run the program under ``ucudnn run``."""
+    lib = require(HOST_CUDNN).parent
+    return f"-L{lib} -Wl,-rpath,{lib} -l:{HOST_CUDNN.name}"
