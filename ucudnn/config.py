@@ -2,7 +2,7 @@
 
 This module is the single declaration: the Python side parses settings with it, the native build generates
 the C shim's table from ``VARIABLES`` (so it must import nothing outside the standard library), and the
-README's table of variables is rendered from it (``python -m ucudnn.config --markdown``).
+table of variables in docs/configuration.md is rendered from it (``python -m ucudnn.config --markdown``).
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def database_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def markdown_table() -> str:
-    """The README's table of variables."""
+    """The table of variables of docs/configuration.md."""
     rows = ["| variable | kind | default | meaning |", "|---|---|---|---|"]
     for v in VARIABLES:
         kind = v.kind.value if not v.choices else " / ".join(f"`{c}`" for c in v.choices)

@@ -176,7 +176,7 @@ def test_cudnn_load_goes_through_the_preload_library(tmp_path: Path, through: bo
 def test_the_readmes_first_run_commands_work_as_written(tmp_path: Path) -> None:
     """Every command of the README's "A first run" block, run as written (model clock, scratch cache)."""
     text = (ROOT / "README.md").read_text()
-    block = text.split("### A first run", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    block = text.split("## A first run", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     commands = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
     assert len(commands) == 2 and commands[1].startswith("ucudnn run"), commands
     env = base_env()

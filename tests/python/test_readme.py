@@ -1,4 +1,6 @@
-"""The README's table of variables is the declaration's own rendering (DESIGN: declared once)."""
+"""What the README and the docs it points to say, checked: the table of variables is the declaration's own
+rendering (DESIGN: declared once), the two commands, the CLI's plan example, the first run's figures; and the
+README stays a map (at most 250 lines, every docs page it links exists)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,27 @@ from pathlib import Path
 
 from ucudnn.config import markdown_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
-def test_readme_config_table_matches_declaration() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_config_table_matches_declaration() -> None:
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", text, re.S)
-    assert m, "README.md lacks the config-table markers"
-    assert m.group(1) == markdown_table(), "README table is stale: paste `python -m ucudnn.config --markdown`"
+    assert m, "docs/configuration.md lacks the config-table markers"
+    assert m.group(1) == markdown_table(), "the table is stale: paste `python -m ucudnn.config --markdown`"
+
+
+def test_readme_is_a_map_whose_links_exist() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    links = set(re.findall(r"\]\((docs/[^)#]+)\)", text))
+    assert links, "the README points to no docs page"
+    assert all((ROOT / link).is_file() for link in links), sorted(link for link in links if not (ROOT / link).is_file())
+    for page in DOCS.glob("*.md"):  # and the pages' links to each other
+        for link in re.findall(r"\]\(([a-z-]+\.md)\)", page.read_text(encoding="utf-8")):
+            assert (DOCS / link).is_file(), (page.name, link)
 
 
 def test_readme_shows_the_two_commands() -> None:
@@ -33,10 +48,10 @@ def test_readme_quick_run_time_is_the_one_help_gives() -> None:
     assert f"ucudnn-bench --quick` takes {QUICK_DURATION}" in text
 
 
-def test_readme_plan_example_works_on_an_exported_table(tmp_path: Path) -> None:
-    text = README.read_text(encoding="utf-8")
+def test_cli_plan_example_works_on_an_exported_table(tmp_path: Path) -> None:
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- plan-example:start -->\n```sh\n(.*?)```\n<!-- plan-example:end -->", text, re.S)
-    assert m, "README.md lacks the plan-example markers"
+    assert m, "docs/cli.md lacks the plan-example markers"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     outputs = []
     for line in m.group(1).splitlines():
