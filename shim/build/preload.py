@@ -24,8 +24,10 @@ from types import ModuleType
 from native import INCLUDE, ROOT, SHIM, compiler, link_shared
 
 LIBRARY = "libucudnn.so"
+# The preload library's folders, bottom layer first.
+LAYERS = ("core", "legacy", "graph", "control")
 HOOKS_DEF = SHIM / "hooks.def"
-CONTROL_HEADERS = (INCLUDE / "ucudnn" / "ucudnn.h", SHIM / "ucudnn_debug.h")
+CONTROL_HEADERS = (INCLUDE / "ucudnn" / "ucudnn.h", SHIM / "control" / "ucudnn_debug.h")
 CONFIG_PY = ROOT / "ucudnn" / "config.py"
 ALLOWED_NEEDED = {"libc.so.6", "libdl.so.2", "libpthread.so.0"}
 LOG_LEVELS = ("error", "warning", "info", "debug")  # the order uc_internal.h's UC_LOG_* assume
@@ -43,8 +45,8 @@ def libc_names() -> list[str]:
     return re.findall(r"^UC_LIBC\(\s*[^,]+,\s*(\w+)\s*,", text, flags=re.MULTILINE)
 
 
-# Targets whose UC_LIBC functions have an assembly entry in shim/uc_dlsym.c (a true tail jump): elsewhere they are
-# neither defined nor exported.
+# Targets whose UC_LIBC functions have an assembly entry in shim/control/uc_dlsym.c (a true tail jump): elsewhere
+# they are neither defined nor exported.
 INTERPOSING_TARGETS = ("x86_64-",)
 
 
@@ -185,7 +187,7 @@ def check_needed(lib: Path) -> None:
 
 def build(out_dir: Path, extra_cflags: tuple[str, ...] = ()) -> list[Path]:
     """Build into ``out_dir``; ``extra_cflags`` come last (a test builds an -O0 copy this way)."""
-    sources = sorted(SHIM.glob("*.c"))
+    sources = [src for layer in LAYERS for src in sorted((SHIM / layer).glob("*.c"))]
     if not sources:
         return []
     with tempfile.TemporaryDirectory(prefix="ucudnn-preload-") as tmp:
@@ -197,7 +199,7 @@ def build(out_dir: Path, extra_cflags: tuple[str, ...] = ()) -> list[Path]:
             sources,
             out_dir / LIBRARY,
             soname=LIBRARY,
-            include_dirs=[SHIM, gen],
+            include_dirs=[SHIM, *(SHIM / layer for layer in LAYERS), gen],
             cflags=[
                 "-fvisibility=hidden",
                 "-pthread",
