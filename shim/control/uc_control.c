@@ -22,8 +22,6 @@
 #error "UCUDNN_VERSION_NUMBER comes from the build (shim/build/preload.py)"
 #endif
 
-uc_stats uc_stat;
-
 /* kind: 1 an execution, 0 a query, 2 a graph-API call (counted apart: a graph is built from many of them) */
 #define UC_GATE(kind, ret, name, params, args)                                                               \
     UC_EXPORT ret name params                                                                                   \

@@ -1,5 +1,5 @@
 /*
- * UCUDNN_* variables as the preload library reads them, and its log.
+ * UCUDNN_* variables as the preload library reads them.
  *
  * The table (names, kinds, defaults, choices, size units, boolean spellings) is generated at build time from
  * ucudnn/config.py, the single declaration, so C and Python accept exactly the same values. Every variable the
@@ -10,12 +10,10 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #define UC_CONFIG_TABLES
 #include "uc_config_gen.h"
@@ -26,42 +24,6 @@ static atomic_ullong num[UC_VAR_COUNT]; /* SIZE bytes, BOOL 0/1, CHOICE index */
 static char *str[UC_VAR_COUNT];         /* PATH/STRING values, under str_lock */
 static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int env_bad;
-/* Read by uc_log before (and while) the table is parsed, so it starts at the documented default. */
-static atomic_int log_level = UC_LOG_WARNING;
-
-static void vlog(int level, const char *tag, const char *fmt, va_list ap)
-{
-    if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
-        return;
-    char line[1024];
-    int off = snprintf(line, sizeof line, "ucudnn: %s", tag);
-    int n = vsnprintf(line + off, sizeof line - (size_t)off - 1, fmt, ap);
-    size_t len = (size_t)off + (n < 0 ? 0 : (size_t)n);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    line[len++] = '\n';
-    /* One write per message, so lines from several threads or processes do not interleave. */
-    ssize_t rc = write(2, line, len);
-    (void)rc;
-}
-
-void uc_log(int level, const char *fmt, ...)
-{
-    /* The format of ucudnn.log: "ucudnn: warning: ...", info untagged. */
-    static const char *const tags[] = {"error: ", "warning: ", "", "debug: "};
-    va_list ap;
-    va_start(ap, fmt);
-    vlog(level, level >= 0 && level <= UC_LOG_DEBUG ? tags[level] : "", fmt, ap);
-    va_end(ap);
-}
-
-void uc_say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vlog(UC_LOG_WARNING, "", fmt, ap);
-    va_end(ap);
-}
 
 static int parse_size(const char *text, unsigned long long *out)
 {
@@ -294,7 +256,7 @@ static void store(int v, unsigned long long value, char *s)
     }
     atomic_store(&num[v], value);
     if (v == UC_VAR_UCUDNN_LOG_LEVEL)
-        atomic_store(&log_level, (int)value);
+        uc_log_set_level((int)value);
 }
 
 static void init(void)
@@ -386,17 +348,6 @@ size_t uc_cfg_total_workspace(void)
 {
     ensure();
     return (size_t)atomic_load_explicit(&num[UC_VAR_UCUDNN_TOTAL_WORKSPACE_SIZE], memory_order_relaxed);
-}
-
-size_t uc_cfg_planning_limit(void)
-{
-    size_t total = uc_cfg_total_workspace();
-    if (total)
-        return total;
-    if (!uc_cfg_limit_auto())
-        return uc_cfg_default_limit();
-    size_t mem = uc_framework_memory();
-    return mem ? mem : UC_UNLIMITED;
 }
 
 size_t uc_cfg_exec_cap(void)

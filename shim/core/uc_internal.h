@@ -105,12 +105,17 @@ int uc_status(enum uc_status_kind kind);
 /* 1 if `status` says the call was refused for its arguments (bad param / not supported): nothing ran. */
 int uc_status_refused(int status);
 
-/* ---- configuration and logging (uc_config.c; the table is generated from ucudnn/config.py) ---- */
+/* ---- logging (uc_log.c) ---- */
 
 enum { UC_LOG_ERROR = 0, UC_LOG_WARNING = 1, UC_LOG_INFO = 2, UC_LOG_DEBUG = 3 };
 void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An untagged line shown unless UCUDNN_LOG_LEVEL=error (the exit summary). */
 void uc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* UCUDNN_LOG_LEVEL as the configuration parsed it (uc_config.c). */
+void uc_log_set_level(int level);
+
+/* ---- configuration (uc_config.c; the table is generated from ucudnn/config.py) ---- */
+
 /* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
 int uc_cfg_disabled(void);
 /* UCUDNN_DEFAULT_WORKSPACE_LIMIT: SIZE_MAX when `auto` (uc_cfg_limit_auto). */
@@ -127,12 +132,6 @@ size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when uns
 size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
 size_t uc_cfg_total_workspace(void);
-/*
- * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries): the whole budget
- * under Workspace Division (the planner then caps each kernel at its share of it), an explicit per-kernel limit,
- * else (auto) what the framework can allocate when known (uc_framework_memory), else UC_UNLIMITED.
- */
-size_t uc_cfg_planning_limit(void);
 /* The cap on the caller's workspace at execution and Find*Ex: the budget under Workspace Division, an explicit
  * per-kernel limit, else (auto) UC_UNLIMITED -- the caller's workspace is the limit. */
 size_t uc_cfg_exec_cap(void);
@@ -154,6 +153,12 @@ size_t uc_device_free_memory(int *gpu);
 size_t uc_framework_memory(void);
 /* The same, and in *deterministic whether the framework (or UCUDNN_DETERMINISTIC) asks for determinism. */
 size_t uc_framework_state(int *deterministic);
+/*
+ * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries): the whole budget
+ * under Workspace Division (the planner then caps each kernel at its share of it), an explicit per-kernel limit,
+ * else (auto) what the framework can allocate when known (uc_framework_memory), else UC_UNLIMITED.
+ */
+size_t uc_planning_limit(void);
 
 enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
 int uc_clock_kind(void);
@@ -180,7 +185,7 @@ void uc_mark_drop(uc_mark *m);
 /* The host cost of one call, measured on the handle (see uc_device.c). 0 or a cuDNN status. */
 int uc_probe_call_cost(cudnnHandle_t handle, double *ms);
 
-/* ---- kernel keys and descriptors (uc_key.c) ---- */
+/* ---- kernel keys and descriptors (uc_log.c) ---- */
 
 /* Internal op code of bias-activation forward: a forward kernel whose z is split too. */
 #define UC_OP_BIASACT 3
@@ -483,7 +488,7 @@ extern uc_stats uc_stat;
 /* The calling thread's most recent executed plan (referenced; released when replaced). */
 void uc_set_last_plan(uc_plan *p);
 
-/* ---- small string builder (uc_key.c) ---- */
+/* ---- small string builder (uc_log.c) ---- */
 
 typedef struct {
     char *buf;

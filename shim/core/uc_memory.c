@@ -68,6 +68,17 @@ size_t uc_framework_memory(void)
     return uc_framework_state(&deterministic);
 }
 
+size_t uc_planning_limit(void)
+{
+    size_t total = uc_cfg_total_workspace();
+    if (total)
+        return total;
+    if (!uc_cfg_limit_auto())
+        return uc_cfg_default_limit();
+    size_t mem = uc_framework_memory();
+    return mem ? mem : UC_UNLIMITED;
+}
+
 UC_EXPORT size_t ucudnn_debug_framework_memory(void)
 {
     return uc_framework_memory();

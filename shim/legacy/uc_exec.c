@@ -175,7 +175,7 @@ static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, i
     int det = uc_cfg_deterministic() || uc_algo_deterministic(c, algo);
     int fresh = 0;
     p = uc_get_plan_bucketed(c, usable, det, uc_cfg_policy(), &fresh);
-    if (fresh && usable < uc_cfg_planning_limit()) /* planned again for a workspace below Get/Find's limit */
+    if (fresh && usable < uc_planning_limit()) /* planned again for a workspace below Get/Find's limit */
         UC_COUNT(replans, 1);
     if (!p)
         return NULL;

@@ -5,7 +5,6 @@
  * The binary uc_kernel is what the hot path hashes and compares (no formatting on a cache hit); the canonical
  * text key is made only on a miss, for the planner and the SQLite cache.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,64 +219,6 @@ int uc_conv_clone(const uc_kernel *k, int math, cudnnConvolutionDescriptor_t *ou
         *out = NULL;
     }
     return st;
-}
-
-/* ---- string builder ---- */
-
-void uc_sb_printf(uc_sb *sb, const char *fmt, ...)
-{
-    if (sb->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = sb->cap - sb->len;
-        int n = vsnprintf(sb->buf ? sb->buf + sb->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            sb->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            sb->len += (size_t)n;
-            return;
-        }
-        size_t cap = (sb->cap ? sb->cap * 2 : 256) + (size_t)n;
-        char *grown = realloc(sb->buf, cap);
-        if (!grown) {
-            sb->failed = 1;
-            return;
-        }
-        sb->buf = grown;
-        sb->cap = cap;
-    }
-}
-
-void uc_sb_json_string(uc_sb *sb, const char *s)
-{
-    uc_sb_printf(sb, "\"");
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            uc_sb_printf(sb, "\\%c", c);
-        else if (c < 0x20)
-            uc_sb_printf(sb, "\\u%04x", c);
-        else
-            uc_sb_printf(sb, "%c", c);
-    }
-    uc_sb_printf(sb, "\"");
-}
-
-char *uc_sb_take(uc_sb *sb)
-{
-    if (sb->failed || !sb->buf) {
-        free(sb->buf);
-        sb->buf = NULL;
-        return NULL;
-    }
-    char *s = sb->buf;
-    sb->buf = NULL;
-    return s;
 }
 
 /* ---- test-only exports ---- */

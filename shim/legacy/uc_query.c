@@ -123,7 +123,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, size_t uncapped, int
 /* The plan's reported workspace if `algo` is the algorithm reported for the plan (or for the deterministic plan). */
 static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 {
-    size_t limit = uc_cfg_planning_limit();
+    size_t limit = uc_planning_limit();
     int found = 0;
     uc_plan *p = uc_get_plan(c, limit, 0, NULL);
     if (p && p->count > 0 && algo == p->algo0) {
@@ -220,7 +220,7 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     int st = kind == Q_GET ? uc_real_get_v7(&c, rows, UC_MAX_ROWS, &n) : uc_real_find(&c, x, y, rows, UC_MAX_ROWS, &n);
     /* The caller's own bound (what the framework can allocate), which only an explicit limit is compared with. */
     size_t mem = uc_cfg_limit_auto() ? 0 : uc_framework_memory();
-    return answer(&c, uc_cfg_planning_limit(), mem ? mem : UC_UNLIMITED, st, rows, n, requested, returned, out);
+    return answer(&c, uc_planning_limit(), mem ? mem : UC_UNLIMITED, st, rows, n, requested, returned, out);
 }
 
 cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
