@@ -14,49 +14,26 @@
  * (libcudnn_cnn.so.9) or in another copy of cuDNN than the one the shim forwards to (counted: its calls are not
  * seen, and never mixed with the other copy's descriptors). The intercepted dlsym never waits for a lock.
  *
- * The real dlsym is dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5" (older glibc; both exist in
- * 2.34+ at one address); found lazily, so lookups made before this library's constructors ran work too. Lookups
- * pass through to the next dlsym after this library, which is glibc's unless another interposer was preloaded
- * after us. An unversioned export interposes callers bound to either version. dlvsym itself is not interposed.
+ * The shim's own lookups go to libc's dlsym (core/uc_lookup.c). Lookups pass through to the next dlsym after this
+ * library, which is glibc's unless another interposer was preloaded after us. An unversioned export interposes
+ * callers bound to either version. dlvsym itself is not interposed.
  *
  * Only x86-64 has the assembly entry; elsewhere dlsym is not exported (a C wrapper would make itself the caller
  * of every RTLD_NEXT lookup) and frameworks that dlopen cuDNN are not reached.
  */
-#define UC_DLSYM_IMPL /* this file calls libc's dlsym where nothing is interposed */
 #include <dlfcn.h>
 #include <string.h>
 
 #include "uc_internal.h"
 
-typedef void *(*uc_dlsym_fn)(void *, const char *);
-
-/* glibc's dlsym (every lookup of the shim's own), and the next dlsym after this library (where lookups pass
- * through: glibc's, or another interposer preloaded after us -- dlvsym with a version skips unversioned
- * definitions, so it alone would jump over such an interposer). */
-static _Atomic(uc_dlsym_fn) libc_dlsym, next_dlsym;
-
-static uc_dlsym_fn real_fn(void)
-{
-    uc_dlsym_fn f = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
-    if (f)
-        return f;
-#if defined(__x86_64__)
-    void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!p)
-        p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    memcpy(&f, &p, sizeof f);
-#else
-    f = dlsym; /* not exported here: the name binds to libc's */
-#endif
-    if (f)
-        atomic_store_explicit(&libc_dlsym, f, memory_order_release);
-    return f;
-}
+/* The next dlsym after this library, where lookups pass through: glibc's, or another interposer preloaded after us
+ * (dlvsym with a version skips unversioned definitions, so libc's alone would jump over such an interposer). */
+static _Atomic(uc_dlsym_fn) next_dlsym;
 
 static uc_dlsym_fn pass_fn(void)
 {
     uc_dlsym_fn f = atomic_load_explicit(&next_dlsym, memory_order_acquire), libc;
-    if (f || !(libc = real_fn()))
+    if (f || !(libc = uc_dlsym_libc()))
         return f;
     void *p = libc(RTLD_NEXT, "dlsym"); /* the caller is this library: the first definition after it */
     if (p)
@@ -65,12 +42,6 @@ static uc_dlsym_fn pass_fn(void)
         f = libc;
     atomic_store_explicit(&next_dlsym, f, memory_order_release);
     return f;
-}
-
-void *uc_dlsym(void *handle, const char *name)
-{
-    uc_dlsym_fn f = real_fn();
-    return f ? f(handle, name) : NULL;
 }
 
 UC_EXPORT void *ucudnn_dlsym_unhooked(void *handle, const char *name)
@@ -143,13 +114,6 @@ static void *real_hook(const uc_real_table *r, int i)
 
 /* ---- what the intercepted lookups found ---- */
 
-static void *_Atomic first_recorded;
-
-void *uc_dlsym_recorded(void)
-{
-    return atomic_load_explicit(&first_recorded, memory_order_acquire);
-}
-
 /* libcudnn.so, libcudnn.so.9, libcudnn.so.9.19.0; not libcudnn_cnn.so.9 (a sub-library), not libucudnn.so. */
 static int front_library_name(const char *path)
 {
@@ -187,8 +151,7 @@ static void *redirect(int i, void *sym)
     if (!dladdr(sym, &info) || info.dli_fbase == self_base() || !info.dli_fname ||
         !front_library_name(info.dli_fname))
         return NULL;
-    void *none = NULL;
-    atomic_compare_exchange_strong(&first_recorded, &none, sym);
+    uc_dlsym_record(sym);
     if (!r) {
         r = uc_real_try();
         if (!r || !r->found)
@@ -222,7 +185,7 @@ UC_EXPORT int ucudnn_debug_dlsym_early(void)
 __attribute__((visibility("hidden"), used)) void *uc_dlsym_route(void *handle, const char *name, void **answer)
 {
     *answer = NULL;
-    uc_dlsym_fn f = real_fn(), next = pass_fn();
+    uc_dlsym_fn f = uc_dlsym_libc(), next = pass_fn();
     if (!f || !next)
         return NULL; /* never seen: glibc always has one; dlsym then answers NULL */
     void *jump;

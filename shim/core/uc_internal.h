@@ -72,14 +72,17 @@ void uc_real_missing(void);
  * which load cuDNN themselves. NULL if none, or if it is ours. `caller`: a return address into the caller. */
 void *uc_callers_own(const char *name, const void *caller);
 
-/* ---- dlsym (uc_dlsym.c) ---- */
+/* ---- the shim's own lookups (uc_lookup.c) ---- */
 
 /*
  * The real dlsym (libc's, found with dlvsym(RTLD_NEXT)). Every lookup the shim makes itself goes through it: the
  * exported dlsym would hand the shim its own hooks back. Declared below with an error attribute, so a plain
- * dlsym call in the shim does not compile (uc_dlsym.c, which defines the interposer, is the one exception).
+ * dlsym call in the shim does not compile (uc_lookup.c, which finds libc's, is the one exception).
  */
+typedef void *(*uc_dlsym_fn)(void *, const char *);
 void *uc_dlsym(void *handle, const char *name);
+/* libc's dlsym itself (NULL in a libc without one). */
+uc_dlsym_fn uc_dlsym_libc(void);
 #ifndef UC_DLSYM_IMPL
 void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks symbols up with uc_dlsym")));
 #endif
@@ -88,6 +91,7 @@ void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks
 void *uc_hook_address(int i);
 /* A real function an intercepted dlsym found in a libcudnn.so* library (the first recorded), else NULL: where
  * the resolver learns which library a framework that dlopens cuDNN loaded. */
+void uc_dlsym_record(void *sym);
 void *uc_dlsym_recorded(void);
 
 /*
