@@ -322,6 +322,10 @@ int uc_cache_kernel_exact_ask(const uc_kernel *k);
  * planner that is about to be asked; so the clear counts against other threads' views only.
  */
 void uc_cache_clear(void);
+/* ---- the plan object (uc_plan.c) ---- */
+
+/* A plan of `count` micro-batches (none filled in yet), refs 1; NULL when memory is short. */
+uc_plan *uc_plan_new(int op, int n, size_t limit, int policy, int det, int count);
 void uc_plan_ref(uc_plan *p);
 void uc_plan_release(uc_plan *p);
 void uc_plan_free(uc_plan *p);
@@ -385,6 +389,10 @@ typedef struct {
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
 } uc_call;
+
+/* The plan for a validated reply (uc_plan.c), or NULL with `why` set when the real library disagrees with it. */
+uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep, int policy,
+                       int source, char *why, size_t why_len);
 
 /* A referenced plan (possibly count == 0: pass through) for limit/determinism, planning on a miss; NULL if
  * none can be had right now (pass through, nothing cached). Never holds a lock while planning. *fresh (if not

@@ -106,40 +106,6 @@ void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int se
     key->k.x.dims[0] = key->k.y.dims[0] = key->k.z.dims[0] = 0;
 }
 
-void uc_plan_ref(uc_plan *p)
-{
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-}
-
-void uc_plan_release(uc_plan *p)
-{
-    if (p && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
-        uc_plan_free(p);
-}
-
-void uc_plan_free(uc_plan *p)
-{
-    if (!p)
-        return;
-    const uc_real_table *r = uc_real();
-    for (int i = 0; i < p->n_owned_t; i++)
-        if (p->owned_t[i] && r->cudnnDestroyTensorDescriptor)
-            r->cudnnDestroyTensorDescriptor(p->owned_t[i]);
-    for (int i = 0; i < p->n_owned_c; i++)
-        if (p->owned_c[i] && r->cudnnDestroyConvolutionDescriptor)
-            r->cudnnDestroyConvolutionDescriptor(p->owned_c[i]);
-    free(p->owned_t);
-    free(p->owned_c);
-    free(p->xd);
-    free(p->yd);
-    free(p->zd);
-    free(p->cd);
-    free(p->mb);
-    free(p->key_text);
-    free(p->json);
-    free(p);
-}
-
 uc_plan *uc_cache_get_exec(const uc_ckey *key, uc_verify **verify)
 {
     uint64_t h = hash_of(key);

@@ -1,6 +1,7 @@
 /*
- * The check's decision rule (uc_trial in shim/legacy/uc_verify.c), fed with chosen timings: compiled together with
- * uc_verify.c (-I shim -I shim/core), with stubs for the few shim functions it uses. Usage: trial_probe S MARGIN T0 T1 T2 ...
+ * The check's decision rule (uc_trial in shim/core/uc_trial.c), fed with chosen timings: compiled together with
+ * uc_trial.c (-I shim -I shim/core), with stubs for the few shim functions it uses.
+ * Usage: trial_probe S MARGIN T0 T1 T2 ...
  * where T<i> is the time of execution i (even: the plan, odd: the undivided choice; 0 and 1 warm up), or "fail"
  * for an execution that failed. Executions are fed until the trial decides; prints one JSON line: how many
  * executions it took and what it kept.
