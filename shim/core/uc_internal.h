@@ -414,16 +414,6 @@ uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
  * only time a weaker undivided algorithm, and keep a plan slower than cuDNN alone.
  */
 size_t uc_reported_workspace(const uc_call *c, const uc_plan *p, size_t limit);
-/* device name + real library version + backend, as the planner's requests carry it */
-void uc_backend_id(char *buf, size_t len);
-/* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
- * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
- * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
-ucudnn_planner_fn uc_get_planner(int *transient);
-/* 1 when a Python interpreter runs in this process (a Python host, or the embedded planner's once started). */
-int uc_python_host(void);
-/* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
-ucudnn_recorder_fn uc_get_recorder(void);
 /* 1 deterministic, 0 not, -1 not reported; several rows per algorithm (math types): any deterministic one counts. */
 int uc_row_determinism(const ucudnn_perf *rows, int n, int algo);
 /* Determinism of `algo` as the real library reports it at the call's N (unknown counts as deterministic). */
@@ -438,6 +428,44 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
 /* Real workspace query for the op of k. */
 int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
                cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes);
+
+/* ---- asking the planner (uc_planner_source.c finds it, uc_planner.c asks it) ---- */
+
+/* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
+ * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
+ * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
+ucudnn_planner_fn uc_get_planner(int *transient);
+/* 1 when a Python interpreter runs in this process (a Python host, or the embedded planner's once started). */
+int uc_python_host(void);
+/* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
+ucudnn_recorder_fn uc_get_recorder(void);
+
+/* device name + real library version + backend, as the planner's requests carry it */
+#define UC_BACKEND_ID_MAX (PATH_MAX + 300)
+void uc_backend_id(char *buf, size_t len);
+/* A request with the storage its backend id points to (never copied: req.backend_id points into it). */
+typedef struct {
+    ucudnn_plan_request req;
+    char backend[UC_BACKEND_ID_MAX];
+} uc_request;
+/* Fill a request for kernel `key` (UCUDNN_OP_* op) at N = batch under `limit`; bench_ctx is set when asked. */
+void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t limit, int policy, int det,
+                     int algo_count);
+/* What a request is about, for the benchmarks the planner runs meanwhile: a legacy call or a graph-API
+ * convolution, its handle (the call-cost probe), its N, and its path's benchmark at `batch` samples (0 or a
+ * status, rows in `rows`, at most `cap`). */
+typedef struct {
+    const void *subject;
+    int (*bench)(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n);
+    cudnnHandle_t handle;
+    int64_t batch;
+} uc_bench_subject;
+/* Call `planner` on r (its bench_ctx set to a fresh token), with `subject` benchmarkable meanwhile: the planner's
+ * return code (see ucudnn_planner_fn). Counted as planner_calls. */
+int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep);
+/* ucudnn_benchmark and ucudnn_measure_call_cost: the live request of token `ctx` benchmarked. */
+int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+int uc_bench_call_cost(void *ctx, double *ms);
 
 /* ---- plans stored in the SQLite cache (uc_store.c) ---- */
 

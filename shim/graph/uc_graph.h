@@ -352,13 +352,8 @@ int uc_gb_overwrites(const uc_ggraph *g);
 int uc_gb_wide_filter(const uc_ggraph *g); /* a weight gradient's dw is 32 or 64 bits wide */
 size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t spans at b; 0 unknown */
 
-/* ---- benchmarking for the planner (uc_graph_bench.c) and asking it (uc_plan.c) ---- */
+/* ---- benchmarking for the planner (uc_graph_bench.c) ---- */
 
 int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);
-/* The planner's plan for the graph kernel under `limit`: 0 with the micro-batches (batch, algo = engine), 1
- * nothing fits, -1 no planner or an error. */
-int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
-                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms, int *verified);
-
 
 #endif /* UC_GRAPH_H */

@@ -123,6 +123,40 @@ int uc_gsplit_op_code(const uc_ggraph *g)
     return UCUDNN_OP_FWD;
 }
 
+/* The graph's benchmark at `batch` samples, for the planner (ucudnn_benchmark). */
+static int bench_graph(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)
+{
+    return uc_gbench(subject, batch, rows, cap, n);
+}
+
+/* The planner's plan for the graph kernel under `limit` into mbs (batch, algo = engine): 0 with *count, *time_ms
+ * and *verified, 1 nothing fits, -1 no planner or an error. */
+static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_count, ucudnn_micro_batch *mbs,
+                       int *count, float *time_ms, int *verified)
+{
+    int transient = 0, cap = (int)g->n;
+    ucudnn_planner_fn planner = uc_get_planner(&transient);
+    if (!planner || !g->key || g->n > INT_MAX || cap < 1)
+        return -1;
+    uc_request r;
+    uc_request_init(&r, uc_gsplit_op_code(g), g->key, (int)g->n, limit, policy, !(g->notes & (1 << 4)), algo_count);
+    uc_bench_subject subject = {g, bench_graph, (cudnnHandle_t)g->handle, g->n};
+    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
+    int rc = uc_planner_ask(planner, &subject, &r, &rep);
+    if (rc == 1)
+        return 1;
+    if (rc == UCUDNN_PLAN_INTERRUPTED)
+        return -1; /* as on the legacy path: the call runs as built, and the interrupt is the program's */
+    if (rc != 0 || rep.count < 1 || rep.count > cap) {
+        UC_COUNT(planner_errors, 1);
+        return -1;
+    }
+    *count = rep.count;
+    *time_ms = rep.time_ms;
+    *verified = rep.verified;
+    return 0;
+}
+
 /* The planner's plan for `policy` as parts: 0, 1 nothing fits, -1 no planner, an error or an unusable reply. */
 static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out, int *verified)
 {
@@ -134,8 +168,7 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     int n = 0, rc = -1;
     float time_ms = 0;
     if (mbs && size && engine)
-        rc = uc_plan_graph(g, uc_gsplit_op_code(g), (int)count, limit, policy, !(g->notes & (1 << 4)), mbs, (int)g->n, &n,
-                           &time_ms, verified);
+        rc = ask_planner(g, limit, policy, (int)count, mbs, &n, &time_ms, verified);
     for (int i = 0; rc == 0 && i < n; i++) {
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;

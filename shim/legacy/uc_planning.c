@@ -13,14 +13,11 @@
  *   5. otherwise the built-in fallback: the fastest single undivided algorithm that fits (said once).
  * No lock is held while any of this runs.
  */
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_graph.h"
 #include "uc_internal.h"
 
 _Static_assert(sizeof(ucudnn_perf) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf row layout");
@@ -30,107 +27,24 @@ _Static_assert(offsetof(ucudnn_perf, determinism) == offsetof(cudnnConvolutionFw
 
 static atomic_int fallback_announced, store_announced;
 
-/* ---- benchmarking for the planner ---- */
+/* ---- benchmarking the call for the planner (ucudnn_benchmark) ---- */
 
-/* The planner gets an opaque token, not a pointer: a stack address is reused by the next request, a token never
- * is, so a stale context is always refused. */
-typedef struct bench_ctx {
-    struct bench_ctx *next;
-    const uc_call *call;         /* a legacy call's kernel, or */
-    const uc_ggraph *graph;      /* a graph-API plan's convolution */
-    uintptr_t token;
-} bench_ctx;
-static atomic_uintptr_t next_token = 0x5ec0001;
-
-/* Live requests. Held during a benchmark too: benchmarks then never overlap (cleaner timings) and a request
- * cannot end under a benchmark that another thread runs for it. The GIL is not held by ucudnn_benchmark's
- * callers (cffi releases it), so this cannot deadlock against Python. */
-static pthread_mutex_t bench_lock = PTHREAD_MUTEX_INITIALIZER;
-static bench_ctx *live;
-
-UC_EXPORT int ucudnn_benchmark(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count)
+/* The real Find at `batch` samples, on descriptors cloned at that size. */
+static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)
 {
-    if (count)
-        *count = 0;
-    if (!ctx || !out || !count || capacity < 0)
-        return uc_status(UC_ST_BAD_PARAM);
-    pthread_mutex_lock(&bench_lock);
-    bench_ctx *b = live;
-    while (b && b->token != (uintptr_t)ctx)
-        b = b->next;
-    int st = uc_status(UC_ST_BAD_PARAM);
-    if (!b) {
-        uc_log(UC_LOG_WARNING, "ucudnn_benchmark: bench_ctx is not a request being planned");
-    } else if (b->graph) {
-        ucudnn_perf rows[UC_MAX_ROWS];
-        int n = 0;
-        st = batch >= 1 && batch <= b->graph->n ? uc_gbench(b->graph, batch, rows, UC_MAX_ROWS, &n) : st;
-        if (st == 0) {
-            int m = n < capacity ? n : capacity;
-            memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
-            *count = m;
-        }
-    } else if (batch >= 1 && batch <= b->call->k->x.dims[0]) {
-        const uc_call *c = b->call;
-        cudnnTensorDescriptor_t x = NULL, y = NULL;
-        ucudnn_perf rows[UC_MAX_ROWS];
-        int n = 0;
-        st = uc_tensor_clone(&c->k->x, batch, &x);
-        if (st == 0)
-            st = uc_tensor_clone(&c->k->y, batch, &y);
-        if (st == 0)
-            st = uc_real_find(c, x, y, rows, UC_MAX_ROWS, &n);
-        if (st == 0) {
-            int m = n < capacity ? n : capacity;
-            memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
-            *count = m;
-        }
-        const uc_real_table *r = uc_real();
-        if (x)
-            r->cudnnDestroyTensorDescriptor(x);
-        if (y)
-            r->cudnnDestroyTensorDescriptor(y);
-    }
-    pthread_mutex_unlock(&bench_lock);
+    const uc_call *c = subject;
+    cudnnTensorDescriptor_t x = NULL, y = NULL;
+    int st = uc_tensor_clone(&c->k->x, batch, &x);
+    if (st == 0)
+        st = uc_tensor_clone(&c->k->y, batch, &y);
+    if (st == 0)
+        st = uc_real_find(c, x, y, rows, cap, n);
+    const uc_real_table *r = uc_real();
+    if (x)
+        r->cudnnDestroyTensorDescriptor(x);
+    if (y)
+        r->cudnnDestroyTensorDescriptor(y);
     return st;
-}
-
-UC_EXPORT int ucudnn_measure_call_cost(void *ctx, double *ms)
-{
-    if (!ctx || !ms)
-        return uc_status(UC_ST_BAD_PARAM);
-    pthread_mutex_lock(&bench_lock);
-    bench_ctx *b = live;
-    while (b && b->token != (uintptr_t)ctx)
-        b = b->next;
-    int st = !b        ? uc_status(UC_ST_BAD_PARAM)
-             : b->graph ? uc_probe_call_cost((cudnnHandle_t)b->graph->handle, ms)
-                        : uc_probe_call_cost(b->call->handle, ms);
-    pthread_mutex_unlock(&bench_lock);
-    if (!b)
-        uc_log(UC_LOG_WARNING, "ucudnn_measure_call_cost: bench_ctx is not a request being planned");
-    return st;
-}
-
-/* Call the planner with `ctx` live (ucudnn_benchmark accepts its token only meanwhile). */
-static int ask(ucudnn_planner_fn planner, bench_ctx *ctx, const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
-{
-    pthread_mutex_lock(&bench_lock);
-    ctx->next = live;
-    live = ctx;
-    pthread_mutex_unlock(&bench_lock);
-    UC_COUNT(planner_calls, 1);
-    uc_guard++;
-    int rc = planner(req, rep);
-    uc_guard--;
-    pthread_mutex_lock(&bench_lock);
-    bench_ctx **pp = &live;
-    while (*pp && *pp != ctx)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = ctx->next;
-    pthread_mutex_unlock(&bench_lock);
-    return rc;
 }
 
 /* ---- the built-in fallback: one undivided micro-batch ---- */
@@ -237,19 +151,67 @@ static uc_plan *stored_plan(const uc_call *c, const ucudnn_plan_request *req, uc
     return p;
 }
 
-void uc_backend_id(char *buf, size_t len)
+/* The answer to request r, as a planner's return code: the planner's, else the plan stored for it (built already:
+ * *stored), else the built-in fallback's (*source says which). *starting: another thread is still starting the
+ * planner (the call passes through, nothing cached). */
+static int answer_request(const uc_call *c, uc_request *r, ucudnn_plan_reply *rep, int policy, int *source,
+                          uc_plan **stored, int *starting)
 {
-    const uc_real_table *r = uc_real();
-    char device[256] = "host";
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    if (cuda) {
-        int (*ctx_device)(int *) = (int (*)(int *))uc_dlsym(cuda, "cuCtxGetDevice");
-        int (*device_name)(char *, int, int) = (int (*)(char *, int, int))uc_dlsym(cuda, "cuDeviceGetName");
-        int dev = 0;
-        if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
-            snprintf(device, sizeof device, "cuda-unknown");
+    ucudnn_planner_fn planner = uc_get_planner(starting);
+    *source = UC_SRC_PLANNER;
+    *stored = NULL;
+    if (!planner && *starting) {
+        UC_COUNT(startup_passthrough, 1);
+        return 0;
     }
-    snprintf(buf, len, "device=%s;cudnn=%zu;build=%s", device, r->version, r->build);
+    if (planner) {
+        uc_bench_subject subject = {c, bench_call, c->handle, c->k->x.dims[0]};
+        return uc_planner_ask(planner, &subject, r, rep);
+    }
+    if ((*stored = stored_plan(c, &r->req, rep, policy)))
+        return 0;
+    if (!atomic_exchange(&fallback_announced, 1))
+        uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
+                               "algorithm that fits (built-in fallback)");
+    *rep = (ucudnn_plan_reply){0, rep->capacity, rep->micro_batches, 0.0f, 0, 0, 0};
+    *source = UC_SRC_FALLBACK;
+    return fallback_plan(c, &r->req, rep);
+}
+
+/* The plan for answer rc (a planner's return code) to request r, built from the reply; else "no plan" (count 0,
+ * cached: the kernel passes through until ucudnn_clear_plans, without asking again). Counted and said. */
+static uc_plan *plan_of_answer(const uc_call *c, const ucudnn_plan_request *req, ucudnn_plan_reply *rep, int rc,
+                               int policy, int source)
+{
+    char why[256];
+    uc_plan *p = NULL;
+    if (rc == 0) {
+        if (rep->count >= 1 && rep->count <= rep->capacity)
+            rep->deterministic = real_deterministic(c, rep);
+        const char *bad = validate(req, rep, why, sizeof why);
+        p = bad ? NULL : uc_plan_build(c, req, rep, policy, source, why, sizeof why);
+        if (!p) {
+            UC_COUNT(rejected_plans, 1);
+            uc_log(UC_LOG_WARNING, "rejected a plan for %s at N=%d: %s; passing the kernel through", req->key,
+                   req->batch, why);
+        } else if (source == UC_SRC_FALLBACK) {
+            UC_COUNT(fallback_plans, 1);
+        }
+    } else if (rc == 1) {
+        UC_COUNT(no_plan, 1);
+        uc_log(UC_LOG_DEBUG, "no plan fits %zu bytes for %s at N=%d", req->workspace_limit_bytes, req->key,
+               req->batch);
+    } else {
+        UC_COUNT(planner_errors, 1);
+        uc_log(UC_LOG_INFO, "the planner failed (%d) for %s at N=%d; passing the kernel through", rc, req->key,
+               req->batch);
+    }
+    if (!p) {
+        p = uc_plan_new(req->op, req->batch, req->workspace_limit_bytes, policy, req->deterministic_only, 0);
+        if (p)
+            p->key_text = strdup(req->key);
+    }
+    return p;
 }
 
 static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
@@ -259,73 +221,21 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     size_t key_len = uc_kernel_text(k, NULL, 0);
     char *key = malloc(key_len + 1);
     ucudnn_micro_batch *mbs = malloc(sizeof *mbs * (size_t)cap);
-    if (!key || !mbs || key_len == 0) {
-        free(key);
-        free(mbs);
-        return NULL;
-    }
-    uc_kernel_text(k, key, key_len + 1);
-    char backend[PATH_MAX + 300];
-    uc_backend_id(backend, sizeof backend);
-    bench_ctx ctx = {NULL, c, NULL, atomic_fetch_add(&next_token, 2)};
-    ucudnn_plan_request req = {UCUDNN_ABI_VERSION, k->op, key, backend, n, limit, uc_cfg_policy_name(policy),
-                               det, uc_algo_count(k->op), (void *)ctx.token};
-    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
-
-    int transient = 0, source = UC_SRC_PLANNER, rc = 0;
+    uc_request r;
     uc_plan *p = NULL;
-    ucudnn_planner_fn planner = uc_get_planner(&transient);
-    if (!planner && transient) {
-        UC_COUNT(startup_passthrough, 1);
-        free(key);
-        free(mbs);
-        return NULL;
-    }
-    if (planner) {
-        rc = ask(planner, &ctx, &req, &rep);
-    } else if (!(p = stored_plan(c, &req, &rep, policy))) {
-        if (!atomic_exchange(&fallback_announced, 1))
-            uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
-                                   "algorithm that fits (built-in fallback)");
-        rep = (ucudnn_plan_reply){0, cap, mbs, 0.0f, 0, 0, 0};
-        source = UC_SRC_FALLBACK;
-        rc = fallback_plan(c, &req, &rep);
-    }
-
-    char why[256];
-    if (rc == UCUDNN_PLAN_INTERRUPTED && !p) {
-        /* The program was interrupted while it planned: this call runs as cuDNN alone would, nothing is cached
-         * (the kernel is planned again if the program goes on) and the interrupt is raised when the call returns. */
-        uc_log(UC_LOG_DEBUG, "planning %s at N=%d was interrupted; passing the call through", key, n);
-        free(key);
-        free(mbs);
-        return NULL;
-    }
-    if (p) {
-        /* a stored plan, validated and built by stored_plan */
-    } else if (rc == 0) {
-        if (rep.count >= 1 && rep.count <= rep.capacity)
-            rep.deterministic = real_deterministic(c, &rep);
-        const char *bad = validate(&req, &rep, why, sizeof why);
-        p = bad ? NULL : uc_plan_build(c, &req, &rep, policy, source, why, sizeof why);
-        if (!p) {
-            UC_COUNT(rejected_plans, 1);
-            uc_log(UC_LOG_WARNING, "rejected a plan for %s at N=%d: %s; passing the kernel through", key, n, why);
-        } else if (source == UC_SRC_FALLBACK) {
-            UC_COUNT(fallback_plans, 1);
-        }
-    } else if (rc == 1) {
-        UC_COUNT(no_plan, 1);
-        uc_log(UC_LOG_DEBUG, "no plan fits %zu bytes for %s at N=%d", limit, key, n);
-    } else {
-        UC_COUNT(planner_errors, 1);
-        uc_log(UC_LOG_INFO, "the planner failed (%d) for %s at N=%d; passing the kernel through", rc, key, n);
-    }
-    if (!p) {
-        /* Cached "no plan": the kernel passes through until ucudnn_clear_plans, without asking again. */
-        p = uc_plan_new(k->op, n, limit, policy, det, 0);
-        if (p)
-            p->key_text = strdup(key);
+    if (key && mbs && key_len) {
+        uc_kernel_text(k, key, key_len + 1);
+        uc_request_init(&r, k->op, key, n, limit, policy, det, uc_algo_count(k->op));
+        ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
+        int source = UC_SRC_PLANNER, starting = 0;
+        int rc = answer_request(c, &r, &rep, policy, &source, &p, &starting);
+        if (!p && !starting && rc == UCUDNN_PLAN_INTERRUPTED)
+            /* The program was interrupted while it planned: this call runs as cuDNN alone would, nothing is
+             * cached (the kernel is planned again if the program goes on) and the interrupt is raised when the
+             * call returns. */
+            uc_log(UC_LOG_DEBUG, "planning %s at N=%d was interrupted; passing the call through", key, n);
+        else if (!p && !starting)
+            p = plan_of_answer(c, &r.req, &rep, rc, policy, source);
     }
     free(key);
     free(mbs);
@@ -413,48 +323,4 @@ uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int polic
         uc_plan_release(p);
     }
     return uc_get_plan_as(c, limit, det, policy, fresh);
-}
-
-/* ---- graph-API kernels (uc_graph_split.c) ---- */
-
-int uc_plan_graph(const uc_ggraph *g, int op, int algo_count, size_t limit, int policy, int det,
-                  ucudnn_micro_batch *mbs, int cap, int *count, float *time_ms, int *verified)
-{
-    int transient = 0;
-    ucudnn_planner_fn planner = uc_get_planner(&transient);
-    if (!planner || !g->key || g->n > INT_MAX || cap < 1)
-        return -1;
-    char backend[PATH_MAX + 300];
-    uc_backend_id(backend, sizeof backend);
-    bench_ctx ctx = {NULL, NULL, g, atomic_fetch_add(&next_token, 2)};
-    ucudnn_plan_request req = {UCUDNN_ABI_VERSION, op, g->key, backend, (int)g->n, limit,
-                               uc_cfg_policy_name(policy), det, algo_count, (void *)ctx.token};
-    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
-    int rc = ask(planner, &ctx, &req, &rep);
-    if (rc == 1)
-        return 1;
-    if (rc == UCUDNN_PLAN_INTERRUPTED)
-        return -1; /* as on the legacy path: the call runs as built, and the interrupt is the program's */
-    if (rc != 0 || rep.count < 1 || rep.count > cap) {
-        UC_COUNT(planner_errors, 1);
-        return -1;
-    }
-    *count = rep.count;
-    *time_ms = rep.time_ms;
-    *verified = rep.verified;
-    return 0;
-}
-
-void uc_record_verdict(ucudnn_verdict *v)
-{
-    ucudnn_recorder_fn rec = uc_get_recorder();
-    if (!rec || !v->key)
-        return;
-    char backend[PATH_MAX + 300];
-    uc_backend_id(backend, sizeof backend);
-    v->backend_id = backend;
-    uc_guard++;
-    rec(v);
-    uc_guard--;
-    v->backend_id = NULL;
 }
