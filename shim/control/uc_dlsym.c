@@ -44,13 +44,6 @@ static uc_dlsym_fn pass_fn(void)
     return f;
 }
 
-UC_EXPORT void *ucudnn_dlsym_unhooked(void *handle, const char *name)
-{
-    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name)
-        return NULL; /* relative to the caller, whom a C function cannot pass on */
-    return uc_dlsym(handle, name);
-}
-
 /* ---- hooks by name ---- */
 
 static const char *const hook_names[] = {
@@ -173,7 +166,7 @@ __attribute__((constructor)) static void mark_constructed(void)
     atomic_store(&constructed, 1);
 }
 
-UC_EXPORT int ucudnn_debug_dlsym_early(void)
+int uc_dlsym_early(void)
 {
     return atomic_load(&early_hooked);
 }

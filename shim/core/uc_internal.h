@@ -155,6 +155,8 @@ size_t uc_device_free_memory(int *gpu);
  * down to 64 MiB on a GPU; 0 when unknown. The one rule of the legacy path's Get/Find bound and the graph path's
  * offers. */
 size_t uc_framework_memory(void);
+/* ucudnn_set_framework_source. */
+void uc_framework_source_set(ucudnn_framework_fn source);
 /* The same, and in *deterministic whether the framework (or UCUDNN_DETERMINISTIC) asks for determinism. */
 size_t uc_framework_state(int *deterministic);
 /*
@@ -435,6 +437,9 @@ int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescripto
  * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
  * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
 ucudnn_planner_fn uc_get_planner(int *transient);
+/* ucudnn_set_planner (the old planner returned) and ucudnn_set_recorder. */
+ucudnn_planner_fn uc_planner_set(ucudnn_planner_fn planner);
+void uc_recorder_set(ucudnn_recorder_fn recorder);
 /* 1 when a Python interpreter runs in this process (a Python host, or the embedded planner's once started). */
 int uc_python_host(void);
 /* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
@@ -525,8 +530,21 @@ typedef struct {
 extern uc_stats uc_stat;
 #define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)
 
-/* The calling thread's most recent executed plan (referenced; released when replaced). */
-void uc_set_last_plan(uc_plan *p);
+/* The calling thread's most recent executed plan, or NULL (legacy/uc_exec.c). */
+const uc_plan *uc_last_plan(void);
+/* For the test-only exports: the kernel key of a call's descriptors (0: not plannable, logged) and a tensor
+ * descriptor cloned at N = batch (uc_key.c). */
+size_t uc_kernel_key_of(int op, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                        cudnnTensorDescriptor_t y, char *buf, size_t len);
+int uc_tensor_clone_of(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out);
+
+/* ---- the exported side (control/) ---- */
+
+/* Stats as JSON (malloc'd, NULL when memory is short) and the planner's latest division (uc_report.c). */
+char *uc_stats_text(void);
+int uc_report_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
+/* dlsym lookups answered with a hook before the library's constructors ran (uc_dlsym.c). */
+int uc_dlsym_early(void);
 
 /* ---- small string builder (uc_log.c) ---- */
 

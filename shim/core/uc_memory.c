@@ -22,10 +22,9 @@
 
 static ucudnn_framework_fn _Atomic source;
 
-UC_EXPORT int ucudnn_set_framework_source(ucudnn_framework_fn fn)
+void uc_framework_source_set(ucudnn_framework_fn fn)
 {
     atomic_store(&source, fn);
-    return 0;
 }
 
 /* The registered source; in a Python host, the runtime is imported first (it registers one). */
@@ -77,9 +76,4 @@ size_t uc_planning_limit(void)
         return uc_cfg_default_limit();
     size_t mem = uc_framework_memory();
     return mem ? mem : UC_UNLIMITED;
-}
-
-UC_EXPORT size_t ucudnn_debug_framework_memory(void)
-{
-    return uc_framework_memory();
 }

@@ -31,20 +31,16 @@ static atomic_int wait_announced, timeout_announced, gil_announced;
  * fresh UC_BOOT_WAIT_S -- past it, calls pass through at once. */
 static _Atomic long long boot_started_s;
 
-UC_EXPORT int ucudnn_set_planner(ucudnn_planner_fn planner)
+ucudnn_planner_fn uc_planner_set(ucudnn_planner_fn planner)
 {
-    ucudnn_planner_fn old = atomic_exchange(&registered, planner);
-    if (old != planner)
-        uc_cache_clear(); /* plans of another planner, or of the fallback, must not outlive the change */
-    return 0;
+    return atomic_exchange(&registered, planner);
 }
 
 static ucudnn_recorder_fn _Atomic recorder;
 
-UC_EXPORT int ucudnn_set_recorder(ucudnn_recorder_fn fn)
+void uc_recorder_set(ucudnn_recorder_fn fn)
 {
     atomic_store(&recorder, fn);
-    return 0;
 }
 
 ucudnn_recorder_fn uc_get_recorder(void)
@@ -84,7 +80,7 @@ static void embedded_planner(void)
 {
     Dl_info info;
     char path[PATH_MAX];
-    if (!dladdr((void *)&ucudnn_set_planner, &info) || !info.dli_fname)
+    if (!dladdr((void *)&uc_get_planner, &info) || !info.dli_fname)
         return;
     const char *slash = strrchr(info.dli_fname, '/');
     int dir_len = slash ? (int)(slash - info.dli_fname) : 1;

@@ -352,6 +352,10 @@ int uc_gb_overwrites(const uc_ggraph *g);
 int uc_gb_wide_filter(const uc_ggraph *g); /* a weight gradient's dw is 32 or 64 bits wide */
 size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t spans at b; 0 unknown */
 
+/* The graph the shim resolved for a finalized plan, as ucudnn_debug_graph_json describes it (malloc'd; NULL when
+ * memory is short). */
+char *uc_graph_debug_json(void *plan);
+
 /* ---- benchmarking for the planner (uc_graph_bench.c) ---- */
 
 int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);

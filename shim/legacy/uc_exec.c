@@ -13,6 +13,7 @@
  * lookup. Plans cleared while one was made (a re-division) leave that one uncached (uc_cache_put). A new
  * micro-batched plan is checked on its first executions against the undivided choice (uc_verify.c).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,6 +237,48 @@ static void settle(const uc_call *c, const uc_ckey *key, uc_verify *v)
     uc_record_verdict(&out);
 }
 
+/* ---- the calling thread's last plan ---- */
+
+static pthread_key_t last_key;
+static pthread_once_t last_once = PTHREAD_ONCE_INIT;
+static int last_key_ok;
+
+static void release_last(void *p)
+{
+    uc_plan_release(p);
+}
+
+static void make_last_key(void)
+{
+    last_key_ok = pthread_key_create(&last_key, release_last) == 0;
+}
+
+/* The calling thread's most recent executed plan is p (a reference handed over; released when replaced). */
+static void set_last_plan(uc_plan *p)
+{
+    pthread_once(&last_once, make_last_key);
+    if (!last_key_ok) {
+        uc_plan_release(p);
+        return;
+    }
+    uc_plan *old = pthread_getspecific(last_key);
+    if (old == p) { /* the common steady state: keep one reference */
+        uc_plan_release(p);
+        return;
+    }
+    if (pthread_setspecific(last_key, p) != 0) {
+        uc_plan_release(p);
+        return;
+    }
+    uc_plan_release(old);
+}
+
+const uc_plan *uc_last_plan(void)
+{
+    pthread_once(&last_once, make_last_key);
+    return last_key_ok ? pthread_getspecific(last_key) : NULL;
+}
+
 /* Arguments the real library refuses before it looks at anything else: nothing is planned for them. */
 static const char *bad_arguments(const exec_args *a)
 {
@@ -317,7 +360,7 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         uc_plan_ref(run);
         uc_plan_release(p);
     }
-    uc_set_last_plan(run); /* hands over our reference */
+    set_last_plan(run); /* hands over our reference */
     return (cudnnStatus_t)st;
 }
 

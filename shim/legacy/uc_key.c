@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "uc_internal.h"
-#include "ucudnn_debug.h"
 
 size_t uc_dtype_size(int dtype)
 {
@@ -221,11 +220,10 @@ int uc_conv_clone(const uc_kernel *k, int math, cudnnConvolutionDescriptor_t *ou
     return st;
 }
 
-/* ---- test-only exports ---- */
+/* ---- for the test-only exports (ucudnn_debug.h) ---- */
 
-UC_EXPORT size_t ucudnn_debug_kernel_key(int op, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                         cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, char *buf,
-                                         size_t len)
+size_t uc_kernel_key_of(int op, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                        cudnnTensorDescriptor_t y, char *buf, size_t len)
 {
     uc_kernel k;
     if (op < UCUDNN_OP_FWD || op > UCUDNN_OP_BWD_FILTER)
@@ -238,7 +236,7 @@ UC_EXPORT size_t ucudnn_debug_kernel_key(int op, cudnnTensorDescriptor_t x, cudn
     return uc_kernel_text(&k, buf, len);
 }
 
-UC_EXPORT int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out)
+int uc_tensor_clone_of(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out)
 {
     const uc_real_table *r = uc_real();
     uc_tensor t;

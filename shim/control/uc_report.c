@@ -1,11 +1,6 @@
 /*
- * The exported entry points: the hooked cudnn* functions (generated from hooks.def) and the ucudnn_* control API.
- *
- * Every hook goes through the same gate: the real function resolved (else the caller's own definition of the name,
- * which is what it would have called without us -- TensorFlow's stubs, which load cuDNN themselves -- else the
- * status cuDNN gives without its libraries), the per-thread guard (the shim's own calls into the real library or
- * the planner are never intercepted), UCUDNN_DISABLE and readable descriptors; only then the hook proper. The
- * entries are also what an intercepted dlsym answers (uc_dlsym.c), through hidden aliases.
+ * What the preload library reports: the stats as JSON (ucudnn_stats_json), the planner's latest Workspace Division
+ * among them, and at exit the summary line and the UCUDNN_STATS_FILE.
  */
 #include <errno.h>
 #include <link.h>
@@ -18,135 +13,6 @@
 #include "uc_config_gen.h"
 #include "uc_internal.h"
 
-#ifndef UCUDNN_VERSION_NUMBER
-#error "UCUDNN_VERSION_NUMBER comes from the build (shim/build/preload.py)"
-#endif
-
-/* kind: 1 an execution, 0 a query, 2 a graph-API call (counted apart: a graph is built from many of them) */
-#define UC_GATE(kind, ret, name, params, args)                                                               \
-    UC_EXPORT ret name params                                                                                   \
-    {                                                                                                           \
-        const uc_real_table *r = uc_real();                                                                     \
-        if (uc_guard) {                                                                                         \
-            if (!r->name)                                                                                       \
-                return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                  \
-            return r->name args;                                                                                \
-        }                                                                                                       \
-        if (kind == 1)                                                                                          \
-            UC_COUNT(calls, 1);                                                                                 \
-        else if (kind == 0)                                                                                     \
-            UC_COUNT(queries, 1);                                                                               \
-        else                                                                                                    \
-            UC_COUNT(graph_calls, 1);                                                                           \
-        if (!r->name) {                                                                                         \
-            UC_COUNT(missing_real, 1);                                                                          \
-            if (kind == 1)                                                                                      \
-                UC_COUNT(passthrough, 1);                                                                       \
-            void *own = uc_callers_own(#name, __builtin_return_address(0));                                     \
-            if (!own) {                                                                                         \
-                if (!r->found)                                                                                  \
-                    uc_real_missing();                                                                          \
-                return (ret)uc_status(r->found ? UC_ST_NOT_SUPPORTED : UC_ST_NOT_INITIALIZED);                  \
-            }                                                                                                   \
-            ret(*fn) params;                                                                                    \
-            memcpy(&fn, &own, sizeof fn);                                                                       \
-            uc_guard++;                                                                                         \
-            ret rv = fn args;                                                                                   \
-            uc_guard--;                                                                                         \
-            return rv;                                                                                          \
-        }                                                                                                       \
-        if (!r->descriptors || uc_cfg_disabled()) {                                                             \
-            if (kind == 1)                                                                                      \
-                UC_COUNT(passthrough, 1);                                                                       \
-            uc_guard++;                                                                                         \
-            ret rv = r->name args;                                                                              \
-            uc_guard--;                                                                                         \
-            return rv;                                                                                          \
-        }                                                                                                       \
-        return uc_hook_##name args;                                                                             \
-    }                                                                                                           \
-    ret uc_self_##name params __attribute__((alias(#name), visibility("hidden")));
-#define UC_EXEC(ret, name, params, args) UC_GATE(1, ret, name, params, args)
-#define UC_QUERY(ret, name, params, args) UC_GATE(0, ret, name, params, args)
-#define UC_BACKEND(ret, name, params, args) UC_GATE(2, ret, name, params, args)
-#include "hooks.def"
-#undef UC_GATE
-
-/* What an intercepted dlsym answers for hook i: our own entry, by a hidden alias (taking the exported name's
- * address would go through the GOT, which another object defining the name could own). */
-void *uc_hook_address(int i)
-{
-    typedef void (*entry)(void);
-    static const entry entries[] = {
-#define UC_ENTRY(ret, name, params, args) (entry)uc_self_##name,
-#define UC_EXEC UC_ENTRY
-#define UC_QUERY UC_ENTRY
-#define UC_BACKEND UC_ENTRY
-#include "hooks.def"
-#undef UC_EXEC
-#undef UC_QUERY
-#undef UC_BACKEND
-#undef UC_ENTRY
-    };
-    void *p = NULL;
-    if (i >= 0 && i < (int)(sizeof entries / sizeof entries[0]))
-        memcpy(&p, &entries[i], sizeof p);
-    return p;
-}
-
-/* ---- the calling thread's last plan ---- */
-
-static pthread_key_t last_key;
-static pthread_once_t last_once = PTHREAD_ONCE_INIT;
-static int last_key_ok;
-
-static void release_last(void *p)
-{
-    uc_plan_release(p);
-}
-
-static void make_last_key(void)
-{
-    last_key_ok = pthread_key_create(&last_key, release_last) == 0;
-}
-
-void uc_set_last_plan(uc_plan *p)
-{
-    pthread_once(&last_once, make_last_key);
-    if (!last_key_ok) {
-        uc_plan_release(p);
-        return;
-    }
-    uc_plan *old = pthread_getspecific(last_key);
-    if (old == p) { /* the common steady state: keep one reference */
-        uc_plan_release(p);
-        return;
-    }
-    if (pthread_setspecific(last_key, p) != 0) {
-        uc_plan_release(p);
-        return;
-    }
-    uc_plan_release(old);
-}
-
-/* ---- control API ---- */
-
-UC_EXPORT int ucudnn_version(void)
-{
-    return UCUDNN_VERSION_NUMBER;
-}
-
-UC_EXPORT int ucudnn_set_option(const char *name, const char *value)
-{
-    return uc_cfg_set(name, value);
-}
-
-UC_EXPORT void ucudnn_clear_plans(void)
-{
-    UC_COUNT(clears, 1);
-    uc_cache_clear();
-}
-
 /* The planner's latest Workspace Division (see ucudnn_note_division); kernels < 0: none yet. */
 static pthread_mutex_t division_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -155,7 +21,7 @@ static struct {
     double time_ms;
 } division = {-1, 0, 0, 0.0};
 
-UC_EXPORT int ucudnn_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms)
+int uc_report_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms)
 {
     if (kernels < 0 || !(time_ms >= 0.0) || time_ms > 1e300)
         return -1;
@@ -171,19 +37,7 @@ UC_EXPORT int ucudnn_note_division(int kernels, size_t budget_bytes, size_t work
     return 0;
 }
 
-static size_t copy_out(char *text, char *buf, size_t len)
-{
-    size_t need = text ? strlen(text) : 0;
-    if (buf && len) {
-        size_t n = need < len ? need : len - 1;
-        if (n)
-            memcpy(buf, text, n);
-        buf[n] = '\0';
-    }
-    return need;
-}
-
-static char *stats_text(void)
+char *uc_stats_text(void)
 {
     const uc_real_table *r = uc_real_if_resolved(); /* at exit: never a lookup of its own */
     uc_sb sb = {0};
@@ -255,22 +109,6 @@ static char *stats_text(void)
     return uc_sb_take(&sb);
 }
 
-UC_EXPORT size_t ucudnn_stats_json(char *buf, size_t len)
-{
-    (void)uc_real(); /* asked for: the real library's version and path are part of the answer */
-    char *text = stats_text();
-    size_t need = copy_out(text ? text : "{}", buf, len);
-    free(text);
-    return need;
-}
-
-UC_EXPORT size_t ucudnn_last_plan_json(char *buf, size_t len)
-{
-    pthread_once(&last_once, make_last_key);
-    uc_plan *p = last_key_ok ? pthread_getspecific(last_key) : NULL;
-    return copy_out(p && p->json ? p->json : "{}", buf, len);
-}
-
 /* "%p" in a UCUDNN_STATS_FILE pattern is the pid. */
 static void stats_path(const char *pattern, char *path, size_t len)
 {
@@ -299,7 +137,7 @@ static void write_stats_file(int saw_calls)
         return;
     stats_path(pattern, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    char *text = stats_text();
+    char *text = uc_stats_text();
     FILE *f = text ? fopen(tmp, "w") : NULL;
     int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
     if (f)
