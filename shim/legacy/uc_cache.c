@@ -92,20 +92,6 @@ static uint64_t hash_of(const uc_ckey *key)
     return mix(seed, &key->k, sizeof key->k);
 }
 
-void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
-                  uint64_t deflimit)
-{
-    memset(key, 0, sizeof *key);
-    key->kind = kind;
-    key->n = k->x.dims[0];
-    key->policy = policy;
-    key->sel = sel;
-    key->limit = limit;
-    key->deflimit = deflimit;
-    key->k = *k;
-    key->k.x.dims[0] = key->k.y.dims[0] = key->k.z.dims[0] = 0;
-}
-
 uc_plan *uc_cache_get_exec(const uc_ckey *key, uc_verify **verify)
 {
     uint64_t h = hash_of(key);

@@ -1,6 +1,7 @@
 /*
  * Kernel keys: what the real library reports about a call's descriptors, nothing dropped (the original lost
- * groups and dilation and handled 4-D only), and descriptor clones at another batch size.
+ * groups and dilation and handled 4-D only), the plan-cache keys made of them, and descriptor clones at another
+ * batch size.
  *
  * The binary uc_kernel is what the hot path hashes and compares (no formatting on a cache hit); the canonical
  * text key is made only on a miss, for the planner and the SQLite cache.
@@ -180,6 +181,22 @@ size_t uc_kernel_text(const uc_kernel *k, char *buf, size_t len)
     }
     free(sb.buf);
     return sb.failed ? 0 : need;
+}
+
+/* ---- plan-cache keys ---- */
+
+void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
+                  uint64_t deflimit)
+{
+    memset(key, 0, sizeof *key);
+    key->kind = kind;
+    key->n = k->x.dims[0];
+    key->policy = policy;
+    key->sel = sel;
+    key->limit = limit;
+    key->deflimit = deflimit;
+    key->k = *k;
+    key->k.x.dims[0] = key->k.y.dims[0] = key->k.z.dims[0] = 0;
 }
 
 int uc_tensor_clone(const uc_tensor *t, int b, cudnnTensorDescriptor_t *out)

@@ -20,11 +20,6 @@
 
 #include "uc_internal.h"
 
-_Static_assert(sizeof(ucudnn_perf) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf row layout");
-_Static_assert(offsetof(ucudnn_perf, memory) == offsetof(cudnnConvolutionFwdAlgoPerf_t, memory), "perf layout");
-_Static_assert(offsetof(ucudnn_perf, determinism) == offsetof(cudnnConvolutionFwdAlgoPerf_t, determinism),
-               "perf row layout");
-
 static atomic_int fallback_announced, store_announced;
 
 /* ---- benchmarking the call for the planner (ucudnn_benchmark) ---- */
