@@ -315,7 +315,7 @@ uint64_t uc_cache_view(void);
 /* 1 if this kernel (N ignored) was not seen before. */
 int uc_cache_note_kernel(const uc_kernel *k);
 /* 1 (counted) if this kernel (N ignored) has had fewer than UC_EXACT_ASKS exact questions to the planner about a
- * check's verdict (uc_exec.c): a program passing ever new workspace sizes costs a bounded number of them. */
+ * check's verdict (uc_decide.c): a program passing ever new workspace sizes costs a bounded number of them. */
 #define UC_EXACT_ASKS 16
 int uc_cache_kernel_exact_ask(const uc_kernel *k);
 /*
@@ -365,7 +365,7 @@ int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int 
 typedef struct uc_verify uc_verify;
 /* A check of `plan` against `base` (the undivided choice for the same workspace); NULL when checks are off
  * (UCUDNN_VERIFY_SAMPLES=0) or memory is short. Takes references of its own. */
-uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace);
+uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t limit);
 void uc_verify_ref(uc_verify *v);
 void uc_verify_release(uc_verify *v);
 /* Which plan this execution runs (*run) and its slot (>= 0: time it and call uc_verify_end), or -1 (untimed). */
@@ -375,7 +375,7 @@ void uc_verify_end(uc_verify *v, int slot, const uc_mark *m, int ok);
 typedef struct {
     int kept, samples, det;
     double plan_ms, base_ms;
-    size_t workspace;
+    size_t limit;
     uc_plan *plan, *base; /* borrowed from the check */
 } uc_verdict_info;
 /* 1 (once) when every timed execution has been read: *out says which plan won. Never waits. */
@@ -396,22 +396,33 @@ typedef struct {
 uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep, int policy,
                        int source, char *why, size_t why_len);
 
-/* A referenced plan (possibly count == 0: pass through) for limit/determinism, planning on a miss; NULL if
- * none can be had right now (pass through, nothing cached). Never holds a lock while planning. *fresh (if not
- * NULL) is set to 1 when the planner was asked. */
-uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh);
-/* The same under batch-size policy `policy` (an index of UCUDNN_BATCH_SIZE_POLICY's choices). */
-uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh);
-/* The same for an execution's workspace: planned at bucket sizes (see uc_plan.c), never a plan that exceeds it. */
-uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int policy, int *fresh);
-/* Ask the planner for exactly this limit, past the in-memory cache (which may hold a plan made under a larger
- * limit): its answer knows whether a check on real executions already settled this decision. NULL if no planner
- * answered. */
-uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det);
+/* ---- planning on a miss (uc_planning.c) ---- */
+
+/* A plan for the call under `limit` and `policy` (det: deterministic algorithms only) from the planner, the stored
+ * plan or the built-in fallback, validated and built; "no plan" (count 0) when none fits or the answer is bad; NULL
+ * when none can be had right now (pass through, nothing cached). Never holds a lock while planning. */
+uc_plan *uc_plan_make(const uc_call *c, size_t limit, int policy, int det);
+
+/* ---- the plan decision (uc_decide.c) ---- */
+
+/* A query's plan (Get/Find, workspace sizes): referenced, possibly count == 0 (pass through), planned under
+ * `limit` (det: the caller asks for determinism); NULL if none can be had right now. */
+uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det);
+/* One execution's decision: its plan-cache key, and the check of a new plan in progress (referenced, or NULL). */
+typedef struct {
+    uc_ckey key;
+    struct uc_verify *verify;
+} uc_exec_decision;
+/* The plan an execution of `algo` in the caller's workspace (ws, ws_bytes) runs: referenced, NULL or count == 0 to
+ * pass through; fills d. */
+uc_plan *uc_decide_exec(const uc_call *c, int algo, const void *ws, size_t ws_bytes, uc_exec_decision *d);
+/* After the execution: a check that has its verdict settles the decision (counted, told to the recorder); d's
+ * check is released. */
+void uc_decide_settle(const uc_call *c, uc_exec_decision *d);
 /*
  * The workspace to report for plan p, planned at `limit` (Get*_v7/Find* rows, Get*WorkspaceSize): its own, or --
  * while it is a new divided plan that a check on real executions will time against the undivided choice -- enough
- * for the undivided choice within `limit` too (uc_exec.c). A framework that allocates what it is told then lets
+ * for the undivided choice within `limit` too (uc_decide.c). A framework that allocates what it is told then lets
  * the check time the rival cuDNN alone would run under that limit; in the plan's own smaller workspace it could
  * only time a weaker undivided algorithm, and keep a plan slower than cuDNN alone.
  */

@@ -6,12 +6,8 @@
  * nothing synchronises between micro-batches. BackwardFilter sums over samples, so it takes the caller's beta for
  * the first micro-batch and 1 (double for DOUBLE data, float otherwise) for the others.
  *
- * Which plan: the decision depends on the kernel, N, the workspace the caller passes (capped by an explicit
- * per-kernel limit, or the whole budget under Workspace Division, where the planner caps each kernel at its
- * share; by default nothing caps it), the policy and the caller's algorithm (whose determinism the plan must
- * keep), and is memoised under exactly that, so a steady-state call costs the descriptor reads and one cache
- * lookup. Plans cleared while one was made (a re-division) leave that one uncached (uc_cache_put). A new
- * micro-batched plan is checked on its first executions against the undivided choice (uc_verify.c).
+ * Which plan runs is the plan decision's (uc_decide.c); while a new micro-batched plan is checked against the
+ * undivided choice, this file times the side the check gives each execution (uc_verify.c).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -130,113 +126,6 @@ static int run_plan(const exec_args *a, const uc_plan *p, int *issued, int *ran_
     return 0;
 }
 
-/* 1 when executions of plan p get a check on real executions (a new divided plan, checks on, no Division). */
-static int gets_checked(const uc_plan *p)
-{
-    return p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
-}
-
-size_t uc_reported_workspace(const uc_call *c, const uc_plan *p, size_t limit)
-{
-    if (!gets_checked(p))
-        return p->workspace;
-    int det = uc_cfg_deterministic() || uc_algo_deterministic(c, p->algo0); /* what executing algo0 asks for */
-    uc_plan *base = uc_get_plan_as(c, limit, det, uc_cfg_policy_undivided(), NULL);
-    size_t ws = p->workspace;
-    if (base && base->count == 1 && base->workspace > ws)
-        ws = base->workspace;
-    uc_plan_release(base);
-    return ws;
-}
-
-/*
- * The plan of an execution decision, and its check in progress (*verify, referenced) when the plan is new and
- * micro-batched. A divided plan the planner does not already know to have won a check gets one: the undivided
- * choice for the same workspace is planned too, and the first executions alternate between the two.
- */
-static uc_plan *exec_plan(const uc_call *c, const uc_ckey *key, size_t usable, int algo, uc_verify **verify)
-{
-    uint64_t view = uc_cache_view();
-    uc_plan *p = uc_cache_get_exec(key, verify);
-    if (p)
-        return p;
-    /* The real library judges the caller's own call first (its algorithm for this problem, the descriptors'
-     * agreement): a call it refuses for anything but the workspace gets its status, never a plan in its place.
-     * Only on a miss: the answer depends on nothing outside the key. Not cached: nothing is planned for it.
-     * Except an algorithm the shim itself reported for a plan of this kernel (Get/Find): executing it runs the
-     * plan, even where the real library would not run that algorithm at the full N. */
-    size_t need = 0;
-    int st = uc_real_ws(c, c->x, c->y, c->conv, algo, &need);
-    if (st != 0 && !uc_cache_reported(c->k, algo)) {
-        uc_log(UC_LOG_DEBUG, "%s passes through: the real library refuses algorithm %d here (status %d)",
-               uc_op_name(c->k->op), algo, st);
-        return NULL;
-    }
-    /* The caller's algorithm says whether it wants determinism: a plan never trades it away. */
-    int det = uc_cfg_deterministic() || uc_algo_deterministic(c, algo);
-    int fresh = 0;
-    p = uc_get_plan_bucketed(c, usable, det, uc_cfg_policy(), &fresh);
-    if (fresh && usable < uc_planning_limit()) /* planned again for a workspace below Get/Find's limit */
-        UC_COUNT(replans, 1);
-    if (!p)
-        return NULL;
-    int check_it = gets_checked(p);
-    /* Made for another request (a larger limit, or without determinism and found deterministic): ask what is
-     * known about exactly this one -- a check may have settled it in an earlier run. At most UC_EXACT_ASKS sizes a
-     * kernel: past them a new size is simply checked. */
-    if (check_it && (p->limit != usable || p->det_requested != det) && uc_cache_kernel_exact_ask(c->k)) {
-        uc_plan *q = uc_plan_exact(c, usable, det);
-        if (q && q->verified) {
-            uc_plan_release(p);
-            p = q;
-        } else {
-            uc_plan_release(q);
-        }
-    }
-    /* The undivided choice for the same workspace: its predicted time goes to the exit summary (what cuDNN
-     * alone would take in it), and a new divided plan is checked against it. Not under Division (each request
-     * is a re-division) nor with checks off (no second planner call then). */
-    uc_verify *check = NULL;
-    if (p->count > 1 && !uc_cfg_total_workspace() && uc_cfg_verify_samples() > 0) {
-        uc_plan *base = uc_get_plan_bucketed(c, usable, det, uc_cfg_policy_undivided(), NULL);
-        if (base && base->count == 1) {
-            float unknown = 0.0f;
-            atomic_compare_exchange_strong(&p->base_ms, &unknown, base->time_ms);
-            if (check_it && !p->verified)
-                check = uc_verify_new(p, base, det, usable);
-        }
-        uc_plan_release(base);
-    }
-    uc_plan *cached = uc_cache_put_exec(key, p, check, view, verify);
-    if (check && !*verify && cached == p) /* a stale view: the plan is used uncached, and so is its check */
-        *verify = check;
-    else
-        uc_verify_release(check);
-    if (check && *verify == check)
-        UC_COUNT(checks_started, 1);
-    uc_plan_release(p);
-    return cached;
-}
-
-/* The check of this decision is over: keep the winner, count it, and tell the planner's recorder. */
-static void settle(const uc_call *c, const uc_ckey *key, uc_verify *v)
-{
-    uc_verdict_info d;
-    if (!uc_verify_verdict(v, &d))
-        return;
-    uc_cache_settle(key, v, d.kept ? d.plan : d.base);
-    UC_COUNT(verified, 1);
-    if (!d.kept)
-        UC_COUNT(rejected_by_measurement, 1);
-    uc_log(UC_LOG_INFO, "%s at N=%d, workspace %zu: %d micro-batches measured %.4g ms, undivided algo %d %.4g ms "
-                        "(median of %d): %s", uc_op_name(c->k->op), d.plan->n, d.workspace, d.plan->count,
-           d.plan_ms, d.base->mb[0].algo, d.base_ms, d.samples, d.kept ? "kept" : "replaced by the undivided choice");
-    ucudnn_verdict out = {UCUDNN_ABI_VERSION, c->k->op, d.plan->key_text, NULL, d.plan->n, d.workspace,
-                          uc_cfg_policy_name(d.plan->policy), d.det, d.kept, d.plan->count, d.plan->mb,
-                          d.base->mb[0], d.plan_ms, d.base_ms, d.samples};
-    uc_record_verdict(&out);
-}
-
 /* ---- the calling thread's last plan ---- */
 
 static pthread_key_t last_key;
@@ -291,6 +180,44 @@ static const char *bad_arguments(const exec_args *a)
     return NULL;
 }
 
+/* Run plan *run, or, while a check is in progress (v), the side its trial gives this execution (*run), timed in
+ * its slot (*slot, -1: untimed). The status; *issued and *ran_plan as run_plan says. */
+static int run_checked(const exec_args *a, uc_verify *v, uc_plan **run, int *slot, int *issued, int *ran_plan)
+{
+    *slot = v ? uc_verify_begin(v, run) : -1;
+    uc_mark mark;
+    int timed = *slot >= 0 && uc_mark_start(&mark, a->handle) == 0;
+    int st = run_plan(a, *run, issued, ran_plan);
+    if (*slot >= 0) {
+        UC_COUNT(verify_executions, 1);
+        timed = timed && uc_mark_stop(&mark) == 0;
+        uc_verify_end(v, *slot, timed ? &mark : NULL, st == 0 && *ran_plan);
+    }
+    return st;
+}
+
+/* The counts of an execution that ran plan `run` (slot >= 0: timed for a check) or fell back to the caller's own
+ * call (ran_plan 0). */
+static void count_run(const uc_plan *run, int issued, int ran_plan, int slot)
+{
+    UC_COUNT(micro_batches, issued);
+    if (!ran_plan) {
+        UC_COUNT(passthrough, 1);
+        return;
+    }
+    UC_COUNT(planned, 1);
+    float base_ms = atomic_load(&run->base_ms);
+    if (run->count > 1)
+        UC_COUNT(divided_calls, 1);
+    if (run->count > 1 && slot >= 0)
+        UC_COUNT(verify_divided_calls, 1);
+    if (run->time_ms > 0) {
+        UC_COUNT(predicted_ns, run->time_ms * 1e6);
+        UC_COUNT(undivided_predicted_ns, (run->count > 1 && base_ms > 0 ? base_ms : run->time_ms) * 1e6);
+    }
+    UC_COUNT_MAX(peak_workspace, run->workspace);
+}
+
 static cudnnStatus_t execute(const exec_args *a, const char *why)
 {
     if (!why) /* validation first: cuDNN's own answer, not a plan's, and no planning for it */
@@ -301,61 +228,24 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         return (cudnnStatus_t)call_original(a);
     }
     uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv};
-    size_t cap = uc_cfg_exec_cap();
-    /* All the decision depends on: one entry per value. A NULL workspace offers nothing, whatever its size. */
-    size_t usable = !a->ws ? 0 : a->ws_bytes < cap ? a->ws_bytes : cap;
-    size_t offered = a->ws ? a->ws_bytes : 0;
-    UC_COUNT_MAX(max_offered_workspace, offered);
-    if (offered > cap)
-        UC_COUNT(limit_bound_calls, 1);
-    else
-        UC_COUNT(caller_bound_calls, 1);
-    uc_ckey key;
-    uc_ckey_init(&key, UC_KEY_EXEC, a->k, uc_cfg_policy(), a->algo, usable, cap);
-    uc_verify *v = NULL;
-    uc_plan *p = exec_plan(&c, &key, usable, a->algo, &v);
+    uc_exec_decision d;
+    uc_plan *p = uc_decide_exec(&c, a->algo, a->ws, a->ws_bytes, &d);
     if (!p || p->count == 0) {
         uc_plan_release(p);
-        uc_verify_release(v);
+        uc_verify_release(d.verify);
         UC_COUNT(passthrough, 1);
         return (cudnnStatus_t)call_original(a);
     }
-    uc_plan *run = p;
     /* During a CUDA-graph capture the check waits: no events are recorded or queried, the plan runs. */
-    if (v && uc_stream_capturing(a->handle)) {
-        uc_verify_release(v);
-        v = NULL;
+    if (d.verify && uc_stream_capturing(a->handle)) {
+        uc_verify_release(d.verify);
+        d.verify = NULL;
     }
-    int slot = v ? uc_verify_begin(v, &run) : -1;
-    uc_mark mark;
-    int timed = slot >= 0 && uc_mark_start(&mark, a->handle) == 0;
-    int issued = 0, ran_plan = 0;
-    int st = run_plan(a, run, &issued, &ran_plan);
-    if (slot >= 0) {
-        UC_COUNT(verify_executions, 1);
-        timed = timed && uc_mark_stop(&mark) == 0;
-        uc_verify_end(v, slot, timed ? &mark : NULL, st == 0 && ran_plan);
-    }
-    if (v) {
-        settle(&c, &key, v);
-        uc_verify_release(v);
-    }
-    UC_COUNT(micro_batches, issued);
-    if (ran_plan) {
-        UC_COUNT(planned, 1);
-        float base_ms = atomic_load(&run->base_ms);
-        if (run->count > 1)
-            UC_COUNT(divided_calls, 1);
-        if (run->count > 1 && slot >= 0)
-            UC_COUNT(verify_divided_calls, 1);
-        if (run->time_ms > 0) {
-            UC_COUNT(predicted_ns, run->time_ms * 1e6);
-            UC_COUNT(undivided_predicted_ns, (run->count > 1 && base_ms > 0 ? base_ms : run->time_ms) * 1e6);
-        }
-        UC_COUNT_MAX(peak_workspace, run->workspace);
-    } else {
-        UC_COUNT(passthrough, 1);
-    }
+    uc_plan *run = p;
+    int issued = 0, ran_plan = 0, slot = -1;
+    int st = run_checked(a, d.verify, &run, &slot, &issued, &ran_plan);
+    uc_decide_settle(&c, &d);
+    count_run(run, issued, ran_plan, slot);
     if (run != p) {
         uc_plan_ref(run);
         uc_plan_release(p);

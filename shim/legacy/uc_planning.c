@@ -209,7 +209,7 @@ static uc_plan *plan_of_answer(const uc_call *c, const ucudnn_plan_request *req,
     return p;
 }
 
-static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
+uc_plan *uc_plan_make(const uc_call *c, size_t limit, int policy, int det)
 {
     const uc_kernel *k = c->k;
     int n = k->x.dims[0], cap = n < UC_MAX_MICRO ? n : UC_MAX_MICRO;
@@ -235,87 +235,4 @@ static uc_plan *make_plan(const uc_call *c, size_t limit, int policy, int det)
     free(key);
     free(mbs);
     return p;
-}
-
-uc_plan *uc_plan_exact(const uc_call *c, size_t limit, int det)
-{
-    int transient = 0;
-    if (!uc_get_planner(&transient))
-        return NULL; /* only a planner knows what a check settled */
-    uc_plan *p = make_plan(c, limit, uc_cfg_policy(), det || uc_cfg_deterministic());
-    if (p && p->count == 0) {
-        uc_plan_release(p);
-        p = NULL;
-    }
-    return p;
-}
-
-uc_plan *uc_get_plan(const uc_call *c, size_t limit, int det, int *fresh)
-{
-    return uc_get_plan_as(c, limit, det, uc_cfg_policy(), fresh);
-}
-
-uc_plan *uc_get_plan_as(const uc_call *c, size_t limit, int det, int policy, int *fresh)
-{
-    det = det || uc_cfg_deterministic(); /* UCUDNN_DETERMINISTIC: every request asks for determinism */
-    uint64_t view = uc_cache_view();
-    uc_ckey key;
-    uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det, limit, 0);
-    uc_plan *p = uc_cache_get(&key);
-    if (p) {
-        UC_COUNT(plan_hits, 1);
-        return p;
-    }
-    p = uc_cache_alias(&key);
-    if (!p) {
-        UC_COUNT(plan_misses, 1);
-        if (uc_cache_note_kernel(c->k))
-            UC_COUNT(kernels, 1);
-        p = make_plan(c, limit, policy, det);
-        if (!p)
-            return NULL;
-        if (fresh)
-            *fresh = 1;
-    }
-    uc_plan *cached = uc_cache_put(&key, p, view);
-    uc_plan_release(p);
-    return cached;
-}
-
-/* The smallest m * 2^e >= bytes with m < 8: four workspace buckets an octave, each at most 25% above its sizes. */
-static size_t bucket_ceiling(size_t bytes)
-{
-    if (bytes <= 8 || bytes >= UC_UNLIMITED / 2)
-        return bytes;
-    size_t unit = (size_t)1 << (63 - __builtin_clzll((unsigned long long)bytes) - 2);
-    return (bytes + unit - 1) / unit * unit;
-}
-
-/*
- * The plan for an execution with `limit` bytes of workspace. A kernel's first size is planned exactly; later
- * sizes at bucket sizes: the fastest plan under the bucket's ceiling L is the fastest under `limit` too when its
- * workspace fits `limit`; else the fastest under one byte less than that workspace, and so on down the
- * time/workspace front, which ends at `limit` itself. So every size of a bucket shares the same few planner calls
- * and cache entries, and a program passing 100,000 distinct workspace sizes costs what a few dozen do.
- */
-uc_plan *uc_get_plan_bucketed(const uc_call *c, size_t limit, int det, int policy, int *fresh)
-{
-    uc_ckey key;
-    uc_ckey_init(&key, UC_KEY_PLAN, c->k, policy, det || uc_cfg_deterministic(), limit, 0);
-    uc_plan *p = uc_cache_get(&key);
-    if (!p)
-        p = uc_cache_alias(&key);
-    if (p) {
-        UC_COUNT(plan_hits, 1);
-        return p;
-    }
-    size_t lim = uc_cache_kernel_planned(&key) ? bucket_ceiling(limit) : limit;
-    for (int step = 0; step < 64 && lim > limit; step++) {
-        p = uc_get_plan_as(c, lim, det, policy, fresh);
-        if (!p || p->count == 0 || p->workspace <= limit)
-            return p; /* no plan under lim >= limit: none under limit either */
-        lim = p->workspace - 1; /* > limit - 1: the front's next step, still >= limit */
-        uc_plan_release(p);
-    }
-    return uc_get_plan_as(c, limit, det, policy, fresh);
 }

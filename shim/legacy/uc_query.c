@@ -67,7 +67,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, size_t uncapped, int
         int nf = 0, all_det = 1;
         size_t lim = limit;
         while (nf < UC_MAX_FRONT) {
-            uc_plan *p = uc_get_plan(c, lim, 0, NULL);
+            uc_plan *p = uc_get_plan(c, lim, 0);
             int ok = p && p->count > 0;
             size_t ws = ok ? p->workspace : 0;
             if (ok) {
@@ -91,7 +91,7 @@ static cudnnStatus_t answer(const uc_call *c, size_t limit, size_t uncapped, int
                 rows[n++] = front[room == 1 ? 0 : (int)((long long)i * (nf - 1) / (room - 1))];
         }
         if (!all_det) {
-            uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
+            uc_plan *pd = uc_get_plan(c, limit, 1);
             if (pd && pd->count > 0) {
                 ucudnn_perf row = plan_row(c, pd, limit);
                 int listed = 0;
@@ -125,12 +125,12 @@ static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 {
     size_t limit = uc_planning_limit();
     int found = 0;
-    uc_plan *p = uc_get_plan(c, limit, 0, NULL);
+    uc_plan *p = uc_get_plan(c, limit, 0);
     if (p && p->count > 0 && algo == p->algo0) {
         *bytes = uc_reported_workspace(c, p, limit);
         found = 1;
     } else if (p && p->count > 0 && !p->deterministic) {
-        uc_plan *pd = uc_get_plan(c, limit, 1, NULL);
+        uc_plan *pd = uc_get_plan(c, limit, 1);
         if (pd && pd->count > 0 && algo == pd->algo0) {
             *bytes = uc_reported_workspace(c, pd, limit);
             found = 1;

@@ -19,11 +19,11 @@ struct uc_verify {
     pthread_mutex_t mu;
     uc_plan *plan, *base; /* referenced */
     int det;              /* the determinism the decision was planned with */
-    size_t workspace;     /* the workspace of the decision */
+    size_t limit;         /* the workspace of the decision */
     uc_trial trial;
 };
 
-uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace)
+uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t limit)
 {
     uc_trial trial;
     if (uc_trial_init(&trial) != 0)
@@ -39,7 +39,7 @@ uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t workspace
     v->plan = plan;
     v->base = base;
     v->det = det;
-    v->workspace = workspace;
+    v->limit = limit;
     v->trial = trial;
     return v;
 }
@@ -85,7 +85,7 @@ int uc_verify_verdict(uc_verify *v, uc_verdict_info *out)
         out->plan = v->plan;
         out->base = v->base;
         out->det = v->det;
-        out->workspace = v->workspace;
+        out->limit = v->limit;
     }
     pthread_mutex_unlock(&v->mu);
     return decided;
