@@ -207,7 +207,7 @@ def build(out_dir: Path, extra_cflags: tuple[str, ...] = ()) -> list[Path]:
                 f"-ffile-prefix-map={gen}=gen",
                 *extra_cflags,
             ],
-            # nodelete: the library registers an on_exit handler (uc_control.c), which must outlive a dlclose.
+            # nodelete: the library registers an on_exit handler (control/uc_report.c), which must outlive a dlclose.
             ldflags=[f"-Wl,--version-script={mapfile}", "-Wl,--no-undefined", "-Wl,-z,nodelete", "-pthread"],
             libs=["dl", "pthread"],
         )

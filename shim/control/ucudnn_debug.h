@@ -24,7 +24,7 @@ size_t ucudnn_debug_kernel_key(int op, cudnnTensorDescriptor_t x, cudnnFilterDes
 int ucudnn_debug_clone_tensor(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescriptor_t *out);
 
 /*
- * The graph the shim resolved for a finalized execution plan (uc_graph.c), as JSON: {"convolution": bool,
+ * The graph the shim resolved for a finalized execution plan (graph/uc_graph_hooks.c), as JSON: {"convolution": bool,
  * "why_not": reason or null, "n", "engine", "notes", "ops", "tensors", "key", "parts" and "alternative" (the plan
  * the shim runs and the undivided choice it is checked against, as runs of {"batch", "engine", "count"}; empty
  * lists when none), "decided" (0 not yet, 1 the shim's, -1 the caller's plan), "source" ("planner", "fallback" or

@@ -286,25 +286,37 @@ typedef struct uc_ggraph {
  * (uc_graph_resolve.c); NULL only when memory is short. why_not says why the shim leaves it alone (NULL: a
  * convolution graph it can split). */
 uc_ggraph *uc_graph_resolve(void *desc, int is_cfg);
+/* Free a resolved graph (its decision dropped first: uc_gsplit_free). */
 void uc_graph_free(uc_ggraph *g);
+int uc_graph_op_code(const uc_ggraph *g); /* UCUDNN_OP_* of the graph's convolution */
+
+/* ---- the parts a plan runs in (uc_graph_parts.c) ---- */
+
+/* Build the sub-plans of parts (size[i], engine[i]) in order: 0 and *out, or -1 (nothing kept) when a size does not
+ * keep the alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit.
+ * `listed`: the engines are ones the framework itself would run undivided (an offered variant's rival), not judged
+ * by the caller's engine's notes. */
+int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engine, int n, size_t limit,
+                    uc_gparts *out, int listed);
+/* The uniform split of `engine` at the largest power-of-two size below N whose parts all fit `limit` (under the
+ * `all` policy, refined up to the next power of two): 0 and *out, or -1. */
+int uc_gparts_largest(const uc_ggraph *g, int64_t engine, size_t limit, int policy, uc_gparts *out);
+/* Parts of b samples of `engine` (the last one the remainder): 0 and *out, or -1. */
+int uc_gparts_uniform(const uc_ggraph *g, int64_t engine, int64_t b, size_t limit, uc_gparts *out);
+/* One undivided part of an engine the framework lists itself (an offered variant's rival: not judged by the
+ * notes of the variant's engine): 0 and *out, or -1. */
+int uc_gparts_listed(const uc_ggraph *g, int64_t engine, size_t limit, uc_gparts *out);
+void uc_gparts_drop(uc_gparts *p);
+
+/* ---- the decision for a plan (uc_graph_split.c) and running it (uc_graph_exec.c) ---- */
 
 /* The workspace to report for a plan (deciding on first use); -1 when the plan is not the shim's concern (the
  * real value stands). */
 int64_t uc_gsplit_workspace(uc_ggraph *g);
-/* Run the plan as the shim decided: 1 and *status when it did, 0 when the caller's call should run unchanged. */
-int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
+/* Drop the decision: its parts and its check. */
 void uc_gsplit_free(uc_ggraph *g);
-int uc_gsplit_op_code(const uc_ggraph *g); /* UCUDNN_OP_* of the graph's convolution */
-
-/* The uniform split of `engine` at the largest power-of-two size below N whose parts all fit `limit` (under the
- * `all` policy, refined up to the next power of two): 0 and *out, or -1. */
-int uc_gsplit_largest(const uc_ggraph *g, int64_t engine, size_t limit, int policy, uc_gparts *out);
-/* Parts of b samples of `engine` (the last one the remainder): 0 and *out, or -1. */
-int uc_gsplit_uniform(const uc_ggraph *g, int64_t engine, int64_t b, size_t limit, uc_gparts *out);
-/* One undivided part of an engine the framework lists itself (an offered variant's rival: not judged by the
- * notes of the variant's engine): 0 and *out, or -1. */
-int uc_gsplit_listed(const uc_ggraph *g, int64_t engine, size_t limit, uc_gparts *out);
-void uc_gsplit_drop(uc_gparts *p);
+/* Run the plan as the shim decided: 1 and *status when it did, 0 when the caller's call should run unchanged. */
+int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
 
 /* ---- micro-batched variants offered in heuristics results under the default limit (uc_graph_offer.c) ---- */
 

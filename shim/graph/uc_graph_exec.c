@@ -154,7 +154,7 @@ static void record(const uc_ggraph *g, const verdict *v)
     for (int i = 0; i < g->main.nparts; i++)
         mbs[i] = (ucudnn_micro_batch){(int)g->main.size[i], (int)g->main.engine[i], 0};
     ucudnn_micro_batch undivided = {(int)g->alt.size[0], (int)g->alt.engine[0], 0};
-    ucudnn_verdict out = {UCUDNN_ABI_VERSION, uc_gsplit_op_code(g), g->key, NULL, (int)g->n, g->limit,
+    ucudnn_verdict out = {UCUDNN_ABI_VERSION, uc_graph_op_code(g), g->key, NULL, (int)g->n, g->limit,
                           uc_cfg_policy_name(g->policy), !(g->notes & (1 << 4)), v->kept, g->main.nparts, mbs,
                           undivided, v->main_ms, v->alt_ms, v->samples};
     uc_record_verdict(&out);
@@ -186,7 +186,7 @@ static void end_check_undivided(uc_ggraph *g, int slot)
            g->plan);
 }
 
-int uc_gsplit_execute(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
+int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
 {
     pthread_mutex_lock(&g->lock);
     int mine = g->decided == 1;

@@ -292,7 +292,7 @@ void uc_goffer_plan(const uc_ggraph *g, size_t limit, int policy, uc_gparts *mai
     int64_t listed[2 * UC_G_MAX_CANDIDATES], listed_notes[2 * UC_G_MAX_CANDIDATES];
     int nl = listed_engines(g, listed, listed_notes, 2 * UC_G_MAX_CANDIDATES), rival = nl;
     for (int i = 0; i < nl && rival == nl; i++)
-        if (!passed_over_notes(listed_notes[i], g->offer_det) && uc_gsplit_listed(g, listed[i], limit, alt) == 0)
+        if (!passed_over_notes(listed_notes[i], g->offer_det) && uc_gparts_listed(g, listed[i], limit, alt) == 0)
             rival = i;
     /* The plan: the variant's own engine, then the admitted engines the framework ranks above its rival,
      * micro-batched at the largest size whose parts fit. */
@@ -308,8 +308,8 @@ void uc_goffer_plan(const uc_ggraph *g, size_t limit, int policy, uc_gparts *mai
         uc_log(UC_LOG_DEBUG, "graph plan %p: offered variant, engine %lld (ranked %d, rival at %d) needs %lld bytes "
                "at one sample, %zu allowed", g->plan, (long long)engines[i], rank, rival, (long long)least, limit);
         if (least >= 0 && (uint64_t)least <= limit)
-            uc_gsplit_largest(g, engines[i], limit, policy, main);
+            uc_gparts_largest(g, engines[i], limit, policy, main);
     }
     if (!main->nparts) /* nothing micro-batched fits: the variant is no more than its original */
-        uc_gsplit_drop(alt);
+        uc_gparts_drop(alt);
 }

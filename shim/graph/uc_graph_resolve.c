@@ -386,6 +386,18 @@ static uc_gval *graph_of(const uc_gval *v, int is_cfg, const char **why)
     return *why ? NULL : graph;
 }
 
+int uc_graph_op_code(const uc_ggraph *g)
+{
+    for (int i = 0; i < g->nops; i++)
+        switch (g->ops[i].type) {
+        case UC_BK_OP_CONV_FWD: return UCUDNN_OP_FWD;
+        case UC_BK_OP_CONV_BWD_DATA: return UCUDNN_OP_BWD_DATA;
+        case UC_BK_OP_CONV_BWD_FILTER: return UCUDNN_OP_BWD_FILTER;
+        default: break;
+        }
+    return UCUDNN_OP_FWD;
+}
+
 uc_ggraph *uc_graph_resolve(void *desc, int is_cfg)
 {
     uc_ggraph *g = calloc(1, sizeof *g);
@@ -429,4 +441,16 @@ uc_ggraph *uc_graph_resolve(void *desc, int is_cfg)
     if (!g->why_not)
         graph_key(g);
     return g;
+}
+
+void uc_graph_free(uc_ggraph *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->nnodes; i++)
+        uc_gval_unref(g->nodes[i]);
+    free(g->nodes);
+    free(g->key);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
 }

@@ -19,17 +19,13 @@
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
 static uc_gmap plans;
 
-void uc_graph_free(uc_ggraph *g)
+/* A kept graph freed with its decision (the parts and check uc_graph_split.c made). */
+static void free_graph(uc_ggraph *g)
 {
     if (!g)
         return;
     uc_gsplit_free(g);
-    for (int i = 0; i < g->nnodes; i++)
-        uc_gval_unref(g->nodes[i]);
-    free(g->nodes);
-    free(g->key);
-    pthread_mutex_destroy(&g->lock);
-    free(g);
+    uc_graph_free(g);
 }
 
 /* The graph of a plan, referenced (release with unref_graph), or NULL. */
@@ -49,7 +45,7 @@ static void unref_graph(uc_ggraph *g)
     int last = --g->refs == 0 && g->dead;
     pthread_mutex_unlock(&plans_lock);
     if (last)
-        uc_graph_free(g);
+        free_graph(g);
 }
 
 static void forget_plan(void *desc)
@@ -62,7 +58,7 @@ static void forget_plan(void *desc)
             dead = NULL; /* an execution still holds it: freed at its release */
     }
     pthread_mutex_unlock(&plans_lock);
-    uc_graph_free(dead);
+    free_graph(dead);
 }
 
 /* Keep a resolved graph under its descriptor (a re-finalized plan replaces its old one). Graphs that pass
@@ -71,14 +67,14 @@ static void keep_graph(uc_ggraph *g)
 {
     forget_plan(g->plan);
     if (g->why_not) {
-        uc_graph_free(g);
+        free_graph(g);
         return;
     }
     pthread_mutex_lock(&plans_lock);
     int kept = uc_gmap_put(&plans, &g->e) == 0;
     pthread_mutex_unlock(&plans_lock);
     if (!kept)
-        uc_graph_free(g);
+        free_graph(g);
 }
 
 /* ---- the hooks ---- */
@@ -235,7 +231,7 @@ cudnnStatus_t uc_hook_cudnnBackendExecute(cudnnHandle_t handle, void *executionP
     uc_ggraph *g = ref_graph(executionPlan);
     if (g) {
         cudnnStatus_t status = 0;
-        int ran = !g->is_cfg && uc_gsplit_execute(g, handle, variantPack, &status);
+        int ran = !g->is_cfg && uc_gexec_run(g, handle, variantPack, &status);
         unref_graph(g);
         if (ran)
             return status;
