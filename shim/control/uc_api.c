@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_graph.h"
-#include "uc_internal.h"
+#include "uc_control.h"
 #include "ucudnn_debug.h"
 
 #ifndef UCUDNN_VERSION_NUMBER

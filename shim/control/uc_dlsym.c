@@ -24,7 +24,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_control.h"
 
 /* The next dlsym after this library, where lookups pass through: glibc's, or another interposer preloaded after us
  * (dlvsym with a version skips unversioned definitions, so libc's alone would jump over such an interposer). */

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_control.h"
 
 /* kind: 1 an execution, 0 a query, 2 a graph-API call (counted apart: a graph is built from many of them) */
 #define UC_GATE(kind, ret, name, params, args)                                                               \

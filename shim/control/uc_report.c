@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "uc_config_gen.h"
-#include "uc_internal.h"
+#include "uc_control.h"
 
 /* The planner's latest Workspace Division (see ucudnn_note_division); kernels < 0: none yet. */
 static pthread_mutex_t division_lock = PTHREAD_MUTEX_INITIALIZER;

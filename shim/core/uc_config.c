@@ -17,7 +17,7 @@
 
 #define UC_CONFIG_TABLES
 #include "uc_config_gen.h"
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 static atomic_ullong num[UC_VAR_COUNT]; /* SIZE bytes, BOOL 0/1, CHOICE index */

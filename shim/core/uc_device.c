@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 /* ---- the driver API, when the process has it ---- */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 typedef struct {
     const char *path;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 uc_stats uc_stat;
 

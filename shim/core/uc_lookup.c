@@ -9,7 +9,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static _Atomic(uc_dlsym_fn) libc_dlsym;
 

@@ -18,7 +18,7 @@
  */
 #include <stdatomic.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static ucudnn_framework_fn _Atomic source;
 

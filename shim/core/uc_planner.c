@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 typedef struct bench_ctx {
     struct bench_ctx *next;

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static ucudnn_planner_fn _Atomic registered;
 static atomic_int boot_state; /* 0: not tried, 1: in progress, 2: done */

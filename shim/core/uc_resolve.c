@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "uc_config_gen.h"
-#include "uc_internal.h"
+#include "uc_core.h"
 
 __thread int uc_guard __attribute__((tls_model("initial-exec")));
 

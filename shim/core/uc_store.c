@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "uc_config_gen.h"
-#include "uc_internal.h"
+#include "uc_core.h"
 
 /* ---- the part of the SQLite C API used here (stable since SQLite 3.5) ---- */
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 enum { SLOT_FREE = 0, SLOT_RUNNING, SLOT_PENDING, SLOT_READ, SLOT_FAILED };
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 /* cudnnBackendDescriptorType_t */
 enum {
@@ -371,5 +371,12 @@ char *uc_graph_debug_json(void *plan);
 /* ---- benchmarking for the planner (uc_graph_bench.c) ---- */
 
 int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);
+
+/* ---- the hooks (uc_graph_hooks.c), called by the generated entry points ---- */
+
+#define UC_DECL(ret, name, params, args) ret uc_hook_##name params;
+#define UC_BACKEND UC_DECL
+#include "hooks.def"
+#undef UC_DECL
 
 #endif /* UC_GRAPH_H */

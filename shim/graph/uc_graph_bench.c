@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 #define UC_GBENCH_RUNS 3
 

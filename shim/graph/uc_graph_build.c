@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 /* Bytes of one element of a cudnnDataType_t the shim can offset pointers for; 0 for packed/vector types. */
 size_t uc_gb_dtype_bytes(int dtype)

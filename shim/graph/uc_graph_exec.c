@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 /* The caller's pack as the graph's non-virtual tensors: uid, pointer, bytes per sample (0: not split along N). */
 typedef struct {

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 /* The resolved graphs of live plans (and of engine configurations whose workspace was asked), by descriptor. */
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;

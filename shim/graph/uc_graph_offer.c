@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 #define UC_OFFER_SCAN 64 /* results examined at most when looking for the variant's place */
 

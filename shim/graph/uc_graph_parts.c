@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 void uc_gparts_drop(uc_gparts *p)
 {

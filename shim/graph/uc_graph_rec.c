@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 typedef struct {
     uc_gmap_ent e; /* key: the descriptor's address */

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 /* ---- reading values ---- */
 

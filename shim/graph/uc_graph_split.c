@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 /* The graph's benchmark at `batch` samples, for the planner (ucudnn_benchmark). */
 static int bench_graph(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)

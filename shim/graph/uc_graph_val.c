@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "uc_graph.h"
-#include "uc_internal.h"
 
 size_t uc_gattr_elem_size(int type)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 #define UC_BUCKETS 4096
 /* Most entries held (plans and execution decisions together): past it, the least recently used go (a clock

@@ -3,7 +3,7 @@
  * at the call's descriptors or at clones of them at another batch size, and the determinism of an algorithm as
  * those rows report it. Always with the guard up: the real library may call its own exports.
  */
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 _Static_assert(sizeof(ucudnn_perf) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf row layout");
 _Static_assert(offsetof(ucudnn_perf, memory) == offsetof(cudnnConvolutionFwdAlgoPerf_t, memory), "perf layout");

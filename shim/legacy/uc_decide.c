@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 /* ---- plans under a limit ---- */
 

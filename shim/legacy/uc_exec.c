@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 typedef struct {
     const uc_kernel *k;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 size_t uc_dtype_size(int dtype)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 void uc_plan_ref(uc_plan *p)
 {

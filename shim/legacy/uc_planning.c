@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 static atomic_int fallback_announced, store_announced;
 

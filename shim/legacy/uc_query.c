@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 /* A plan's row, planned at `limit`: its workspace as uc_reported_workspace says (room for the check's rival). */
 static ucudnn_perf plan_row(const uc_call *c, const uc_plan *p, size_t limit)

@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "uc_internal.h"
+#include "uc_legacy.h"
 
 struct uc_verify {
     atomic_int refs;

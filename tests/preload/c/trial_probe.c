@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static int samples;
 static double margin;
@@ -23,8 +23,6 @@ int uc_mark_read(uc_mark *m, double *ms)
     return 1;
 }
 void uc_mark_drop(uc_mark *m) { (void)m; }
-void uc_plan_ref(uc_plan *p) { (void)p; }
-void uc_plan_release(uc_plan *p) { (void)p; }
 
 int main(int argc, char **argv)
 {
