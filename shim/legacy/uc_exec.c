@@ -31,13 +31,19 @@ typedef struct {
     size_t ws_bytes;
 } exec_args;
 
+/* Byte offset of sample n0 in tensor t. */
+static ptrdiff_t sample_offset(const uc_tensor *t, int n0)
+{
+    return (ptrdiff_t)n0 * (ptrdiff_t)t->strides[0] * (ptrdiff_t)uc_dtype_size(t->dtype);
+}
+
 static int call_real(const exec_args *a, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd,
                      cudnnTensorDescriptor_t zd, cudnnConvolutionDescriptor_t cd, int algo, const void *beta, int n0)
 {
     const uc_real_table *r = uc_real();
-    char *x = a->x ? a->x + uc_sample_offset(&a->k->x, n0) : NULL;
-    char *y = a->y ? a->y + uc_sample_offset(&a->k->y, n0) : NULL;
-    char *z = a->z ? a->z + uc_sample_offset(&a->k->z, n0) : NULL;
+    char *x = a->x ? a->x + sample_offset(&a->k->x, n0) : NULL;
+    char *y = a->y ? a->y + sample_offset(&a->k->y, n0) : NULL;
+    char *z = a->z ? a->z + sample_offset(&a->k->z, n0) : NULL;
     if (a->k->biasact)
         return r->cudnnConvolutionBiasActivationForward(a->handle, a->alpha, xd, x, a->wdesc, a->w, cd,
                                                         (cudnnConvolutionFwdAlgo_t)algo, a->ws, a->ws_bytes,

@@ -59,11 +59,6 @@ int uc_algo_count(int op);
 int uc_tensor_clone(const uc_tensor *t, int b, cudnnTensorDescriptor_t *out);
 /* A convolution descriptor like k's with math type `math`. 0 or a cuDNN status. */
 int uc_conv_clone(const uc_kernel *k, int math, cudnnConvolutionDescriptor_t *out);
-/* Byte offset of sample n0 in tensor t. */
-static inline ptrdiff_t uc_sample_offset(const uc_tensor *t, int n0)
-{
-    return (ptrdiff_t)n0 * (ptrdiff_t)t->strides[0] * (ptrdiff_t)uc_dtype_size(t->dtype);
-}
 
 /* Cache key: a plan (planned at `limit` with determinism `sel`) or an execution decision (workspace `limit`,
  * default limit `deflimit`, the caller's algorithm `sel`). Zero-filled before use: compared bytewise. */
