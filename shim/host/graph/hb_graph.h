@@ -1,12 +1,14 @@
 /*
  * Host backend: the cuDNN graph (backend) API subset cudnn_frontend uses for convolutions, on the backend's own
  * algorithms. Files:
- *   hb_graph_api.c    the exported cudnnBackend* calls: descriptor life cycle, the attribute tables and the
- *                     argument checks every Set/Get shares (statuses as the real library answers them)
- *   hb_graph_desc.c   tensor, convolution, pointwise and operation descriptors (set, get, finalize)
- *   hb_graph_build.c  operation graph (what it computes, which engines support it), engine, heuristics,
- *                     engine config, execution plan
- *   hb_graph_exec.c   variant pack and cudnnBackendExecute (the convolution, then fused pointwise ops)
+ *   hb_graph_api.c     the exported cudnnBackend* calls: descriptor life cycle, the attribute tables and the
+ *                      argument checks every Set/Get shares (statuses as the real library answers them)
+ *   hb_graph_exec.c    variant pack and cudnnBackendExecute (the convolution, then fused pointwise ops)
+ *   hb_graph_pw.c      the fused pointwise ops after the convolution
+ *   hb_graph_build.c   operation graph, engine, heuristics, engine config, execution plan
+ *   hb_graph_analyse.c what a finalized operation graph computes (which engines support it)
+ *   hb_graph_desc.c    tensor, convolution, pointwise and operation descriptors (set, get, finalize)
+ *   hb_graph_obj.c     the shared graph and engines (reference counts), clearing a descriptor
  *
  * Value semantics: a descriptor-valued attribute is copied when it is set (a snapshot of the source, its
  * finalized state included), so a descriptor may be destroyed as soon as it has been used, as cudnn_frontend
@@ -176,6 +178,8 @@ typedef struct {
 
 /* Element size of an attribute type, 0 for types the backend does not take. */
 size_t hb_attr_elem_size(int type);
+/* ---- the shared objects (hb_graph_obj.c) ---- */
+
 /* Reset a descriptor's contents (references released, memory freed), keeping its type. */
 void hb_bd_clear(hb_bd *d);
 /* Reference counting of the shared graph (NULL is ignored); engines hold one reference each. */
@@ -228,8 +232,10 @@ cudnnStatus_t hb_vp_finalize(hb_bd *d);
 size_t hb_gdtype_size(int dtype);
 /* Whether a pointwise mode takes a second input (B). */
 int hb_pw_binary(int mode);
-/* Whether the backend computes a pointwise mode. */
+/* Whether the backend computes a pointwise mode (hb_graph_analyse.c). */
 int hb_pw_supported(int mode);
+/* What a finalized operation graph computes (g->conv, prob, pw order...): 1 when the backend computes it. */
+int hb_graph_analyse(hb_graph *g);
 /* Elements a tensor's buffer spans (1 + sum (dim - 1) * stride; 0 if a dim is 0). */
 int64_t hb_gtensor_span(const hb_gtensor *t);
 /* The tensors an op reads and the one it writes (roles, -1 past the end); pointwise ops read B only when binary. */
@@ -242,8 +248,9 @@ typedef struct {
     int64_t uid[3 * HB_GRAPH_MAX_OPS];
     void *ptr[3 * HB_GRAPH_MAX_OPS];
 } hb_binding;
+/* The pointwise ops after the convolution (hb_graph_pw.c): the convolution's result is at `yconv`; a tensor's
+ * pointer by its uid (NULL if not bound). */
 void *hb_binding_find(const hb_binding *b, int64_t uid);
-/* The pointwise ops after the convolution (hb_graph_pw.c): the convolution's result is at `yconv`. */
 void hb_pointwise_run(const hb_graph *g, const hb_binding *b, const void *yconv);
 
 #endif /* UCUDNN_HB_GRAPH_H */

@@ -232,30 +232,6 @@ size_t hb_attr_elem_size(int type) {
     }
 }
 
-void hb_bd_clear(hb_bd *d) {
-    switch (d->type) {
-    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
-        free(d->u.graph.ops);
-        hb_graph_unref(d->u.graph.g);
-        break;
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: hb_graph_unref(d->u.heur.g); break;
-    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
-        hb_graph_unref(d->u.engine.g);
-        hb_engine_unref(&d->u.engine.e);
-        break;
-    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR: hb_engine_unref(&d->u.cfg.e); break;
-    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: hb_engine_unref(&d->u.plan.e); break;
-    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
-        free(d->u.vp.uids);
-        free(d->u.vp.ptrs);
-        break;
-    default: break;
-    }
-    memset(&d->u, 0, sizeof d->u);
-    d->finalized = 0;
-    if (d->type == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) d->u.vp.nuids = d->u.vp.nptrs = -1;
-}
-
 static void init_defaults(hb_bd *d) {
     switch (d->type) {
     case CUDNN_BACKEND_TENSOR_DESCRIPTOR:

@@ -61,13 +61,6 @@ cudnnStatus_t hb_vp_get(const hb_bd *d, int name, int type, hb_aval *v) {
 
 /* ---- execution ---- */
 
-void *hb_binding_find(const hb_binding *b, int64_t uid) {
-    for (int i = 0; i < b->n; i++)
-        if (b->uid[i] == uid) return b->ptr[i];
-    return NULL;
-}
-
-/* The data pointer of every non-virtual tensor the graph reads or writes. */
 static cudnnStatus_t bind(const hb_graph *g, const hb_bd *vp, hb_binding *b) {
     b->n = 0;
     for (int i = 0; i < g->nops; i++) {

@@ -27,6 +27,13 @@ typedef struct {
     entry e[HB_MAX_TENSORS];
 } table;
 
+void *hb_binding_find(const hb_binding *b, int64_t uid) {
+    for (int i = 0; i < b->n; i++)
+        if (b->uid[i] == uid) return b->ptr[i];
+    return NULL;
+}
+
+/* The data pointer of every non-virtual tensor the graph reads or writes. */
 static void strides5(const hb_gtensor *t, const int64_t *stride, int64_t st[5]) {
     if (t->nb == 4) {
         st[0] = stride[0];
