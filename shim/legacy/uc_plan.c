@@ -92,13 +92,69 @@ uc_plan *uc_plan_new(int op, int n, size_t limit, int policy, int det, int count
     return p;
 }
 
-/* The plan for a validated reply, or NULL with `why` set when the real library disagrees with it. */
-uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep,
-                           int policy, int source, char *why, size_t why_len)
+/* Micro-batch i's descriptors (shared by micro-batches of one size; the caller's convolution descriptor serves
+ * those of its math type, others get a clone, one per math type in by_math) and its workspace as the real library
+ * reports it (*ws): 0 or a cuDNN status. */
+static int micro_batch_descriptors(const uc_call *c, uc_plan *p, int i, cudnnConvolutionDescriptor_t by_math[4],
+                                   size_t *ws)
 {
     const uc_kernel *k = c->k;
+    const ucudnn_micro_batch *m = &p->mb[i];
+    int j = 0;
+    while (j < i && p->mb[j].batch != m->batch)
+        j++;
+    int st = 0;
+    if (j < i) {
+        p->xd[i] = p->xd[j];
+        p->yd[i] = p->yd[j];
+        p->zd[i] = p->zd[j];
+    } else {
+        st = own_tensor(p, &k->x, m->batch, &p->xd[i]);
+        if (st == 0)
+            st = own_tensor(p, &k->y, m->batch, &p->yd[i]);
+        if (st == 0 && k->biasact)
+            st = own_tensor(p, &k->z, m->batch, &p->zd[i]);
+    }
+    if (st == 0 && m->math_type != k->math && !by_math[m->math_type]) {
+        st = uc_conv_clone(k, m->math_type, &by_math[m->math_type]);
+        if (st == 0)
+            p->owned_c[p->n_owned_c++] = by_math[m->math_type];
+    }
+    p->cd[i] = m->math_type != k->math ? by_math[m->math_type] : NULL;
+    *ws = 0;
+    if (st == 0)
+        st = uc_real_ws(c, p->xd[i], p->yd[i], p->cd[i] ? p->cd[i] : c->conv, m->algo, ws);
+    return st;
+}
+
+/* The algorithm the plan reports in Get/Find results: the largest micro-batch's. A non-deterministic plan reports,
+ * where it can, one of its non-deterministic algorithms, so a caller executing it is recognised as not asking for
+ * determinism. */
+static void reported_algorithm(const uc_call *c, uc_plan *p)
+{
+    ucudnn_perf rows[UC_MAX_ROWS];
+    int nrows = 0;
+    if (!p->deterministic && uc_real_get_v7(c, rows, UC_MAX_ROWS, &nrows) != 0)
+        nrows = 0;
+    int best = -1, best_nd = -1;
+    for (int i = 0; i < p->count; i++) {
+        if (best < 0 || p->mb[i].batch > p->mb[best].batch)
+            best = i;
+        if (!p->deterministic && uc_row_determinism(rows, nrows, p->mb[i].algo) == 0 &&
+            (best_nd < 0 || p->mb[i].batch > p->mb[best_nd].batch))
+            best_nd = i;
+    }
+    best = best_nd >= 0 ? best_nd : best;
+    p->algo0 = p->mb[best].algo;
+    p->math0 = p->mb[best].math_type;
+}
+
+/* The plan for a validated reply, or NULL with `why` set when the real library disagrees with it. */
+uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep, int policy,
+                       int source, char *why, size_t why_len)
+{
     int cnt = rep->count;
-    uc_plan *p = uc_plan_new(k->op, req->batch, req->workspace_limit_bytes, policy, req->deterministic_only, cnt);
+    uc_plan *p = uc_plan_new(c->k->op, req->batch, req->workspace_limit_bytes, policy, req->deterministic_only, cnt);
     if (!p)
         return snprintf(why, why_len, "out of memory"), NULL;
     p->source = source;
@@ -118,35 +174,11 @@ uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const u
     cudnnConvolutionDescriptor_t by_math[4] = {0};
     size_t ws_max = 0;
     for (int i = 0; i < cnt; i++) {
-        const ucudnn_micro_batch *m = &p->mb[i];
-        int j = 0;
-        while (j < i && p->mb[j].batch != m->batch)
-            j++;
-        int st = 0;
-        if (j < i) { /* descriptors are shared by micro-batches of one size */
-            p->xd[i] = p->xd[j];
-            p->yd[i] = p->yd[j];
-            p->zd[i] = p->zd[j];
-        } else {
-            st = own_tensor(p, &k->x, m->batch, &p->xd[i]);
-            if (st == 0)
-                st = own_tensor(p, &k->y, m->batch, &p->yd[i]);
-            if (st == 0 && k->biasact)
-                st = own_tensor(p, &k->z, m->batch, &p->zd[i]);
-        }
-        /* The caller's own convolution descriptor serves micro-batches of its math type; others get a clone. */
-        if (st == 0 && m->math_type != k->math && !by_math[m->math_type]) {
-            st = uc_conv_clone(k, m->math_type, &by_math[m->math_type]);
-            if (st == 0)
-                p->owned_c[p->n_owned_c++] = by_math[m->math_type];
-        }
-        p->cd[i] = m->math_type != k->math ? by_math[m->math_type] : NULL;
         size_t ws = 0;
-        if (st == 0)
-            st = uc_real_ws(c, p->xd[i], p->yd[i], p->cd[i] ? p->cd[i] : c->conv, m->algo, &ws);
+        int st = micro_batch_descriptors(c, p, i, by_math, &ws);
         if (st != 0) {
-            snprintf(why, why_len, "the real library refuses algorithm %d at batch %d (status %d)", m->algo,
-                     m->batch, st);
+            snprintf(why, why_len, "the real library refuses algorithm %d at batch %d (status %d)", p->mb[i].algo,
+                     p->mb[i].batch, st);
             uc_plan_free(p);
             return NULL;
         }
@@ -161,24 +193,7 @@ uc_plan *uc_plan_build(const uc_call *c, const ucudnn_plan_request *req, const u
     p->time_ms = rep->time_ms;
     p->deterministic = rep->deterministic != 0;
     p->verified = rep->verified == 1;
-    /* Reported algorithm: the largest micro-batch's. A non-deterministic plan reports, where it can, one of its
-     * non-deterministic algorithms, so a caller executing it is recognised as not asking for determinism. */
-    ucudnn_perf rows[UC_MAX_ROWS];
-    int nrows = 0;
-    if (!p->deterministic && uc_real_get_v7(c, rows, UC_MAX_ROWS, &nrows) != 0)
-        nrows = 0;
-    int best = -1, best_nd = -1;
-    for (int i = 0; i < cnt; i++) {
-        if (best < 0 || p->mb[i].batch > p->mb[best].batch)
-            best = i;
-        if (!p->deterministic && uc_row_determinism(rows, nrows, p->mb[i].algo) == 0 &&
-            (best_nd < 0 || p->mb[i].batch > p->mb[best_nd].batch))
-            best_nd = i;
-    }
-    best = best_nd >= 0 ? best_nd : best;
-    p->algo0 = p->mb[best].algo;
-    p->math0 = p->mb[best].math_type;
-    plan_json(p, k->biasact);
+    reported_algorithm(c, p);
+    plan_json(p, c->k->biasact);
     return p;
 }
-

@@ -35,128 +35,148 @@ size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
 
 #else
 
+/* U = G g G^T per (out, in) channel pair of group g. */
+static void HB_F(wino_filter)(const hb_wino *wp, const HB_S *w, int64_t g, HB_T *U) {
+    const int64_t cin = wp->cin, cout = wp->cout;
+    for (int64_t o = 0; o < cout; o++)
+        for (int64_t i = 0; i < cin; i++) {
+            const HB_S *f = w + g * wp->f_group + o * wp->f_out + i * wp->f_in;
+            HB_T k[3][3], t[4][3];
+            for (int r = 0; r < 3; r++)
+                for (int s = 0; s < 3; s++) {
+                    int rr = wp->flip ? 2 - r : r, ss = wp->flip ? 2 - s : s;
+                    k[r][s] = HB_LD(f[rr * wp->f_r + ss * wp->f_s]);
+                }
+            for (int s = 0; s < 3; s++) {
+                t[0][s] = k[0][s];
+                t[1][s] = (HB_T)0.5 * (k[0][s] + k[1][s] + k[2][s]);
+                t[2][s] = (HB_T)0.5 * (k[0][s] - k[1][s] + k[2][s]);
+                t[3][s] = k[2][s];
+            }
+            for (int r = 0; r < 4; r++) {
+                HB_T *u = U + (r * 4) * cout * cin + o * cin + i;
+                const int64_t e = cout * cin;
+                u[0] = t[r][0];
+                u[e] = (HB_T)0.5 * (t[r][0] + t[r][1] + t[r][2]);
+                u[2 * e] = (HB_T)0.5 * (t[r][0] - t[r][1] + t[r][2]);
+                u[3 * e] = t[r][2];
+            }
+        }
+}
+
+/* The 4 input rows of tile row ty starting at column tile tx0, zero-padded, as nx tiles need them. */
+static void HB_F(wino_rows)(const hb_wino *wp, const HB_S *xc, int64_t ty, int64_t tx0, int64_t nx,
+                            HB_T rows[4][2 * HB_WT + 2]) {
+    const int64_t w0 = 2 * tx0 - wp->pad_w;
+    const int64_t len = 2 * nx + 2;
+    int64_t ja = -w0 > 0 ? -w0 : 0, jb = wp->w - w0 < len ? wp->w - w0 : len;
+    if (jb < ja) jb = ja;
+    for (int r = 0; r < 4; r++) {
+        int64_t hh = 2 * ty - wp->pad_h + r;
+        if (hh < 0 || hh >= wp->h) {
+            for (int64_t j = 0; j < len; j++) rows[r][j] = 0;
+            continue;
+        }
+        const HB_S *xr = xc + hh * wp->xs_h;
+        for (int64_t j = 0; j < ja; j++) rows[r][j] = 0;
+        for (int64_t j = ja; j < jb; j++) rows[r][j] = HB_LD(xr[(w0 + j) * wp->xs_w]);
+        for (int64_t j = jb; j < len; j++) rows[r][j] = 0;
+    }
+}
+
+/* V = B^T d B per input channel of group g and 4x4 input tile (stride 2, overlapping by 2). A row of up to HB_WT
+ * tiles is done at once from 4 zero-padded copies of the input rows, so the loops over tiles have no bounds tests
+ * and vectorise. */
+static void HB_F(wino_input)(const hb_wino *wp, const HB_S *x, int64_t g, HB_T *V) {
+    const int64_t th = (wp->p + 1) / 2, tw = (wp->q + 1) / 2, nt = wp->n * th * tw, cin = wp->cin;
+    for (int64_t i = 0; i < cin; i++)
+        for (int64_t n = 0; n < wp->n; n++) {
+            const HB_S *xc = x + n * wp->xs_n + (g * cin + i) * wp->xs_c;
+            for (int64_t ty = 0; ty < th; ty++)
+                for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
+                    const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
+                    HB_T rows[4][2 * HB_WT + 2];
+                    HB_F(wino_rows)(wp, xc, ty, tx0, nx, rows);
+                    HB_T vt[16][HB_WT]; /* staged on the stack: 16 output streams defeat the vectoriser */
+                    for (int64_t j = 0; j < nx; j++) {
+                        HB_T t[4][4];
+                        for (int s = 0; s < 4; s++) {
+                            HB_T d0 = rows[0][2 * j + s], d1 = rows[1][2 * j + s];
+                            HB_T d2 = rows[2][2 * j + s], d3 = rows[3][2 * j + s];
+                            t[0][s] = d0 - d2;
+                            t[1][s] = d1 + d2;
+                            t[2][s] = d2 - d1;
+                            t[3][s] = d1 - d3;
+                        }
+                        for (int r = 0; r < 4; r++) {
+                            vt[r * 4 + 0][j] = t[r][0] - t[r][2];
+                            vt[r * 4 + 1][j] = t[r][1] + t[r][2];
+                            vt[r * 4 + 2][j] = t[r][2] - t[r][1];
+                            vt[r * 4 + 3][j] = t[r][1] - t[r][3];
+                        }
+                    }
+                    HB_T *v = V + i * nt + (n * th + ty) * tw + tx0;
+                    for (int el = 0; el < 16; el++) memcpy(v + el * cin * nt, vt[el], (size_t)nx * sizeof(HB_T));
+                }
+        }
+}
+
+/* Y = A^T m A of group g for a row of tiles at a time into two stack output rows, then written with alpha/beta;
+ * edge tiles drop their outputs past P or Q. */
+static void HB_F(wino_output)(const hb_wino *wp, const HB_T *M, int64_t g, HB_S *y, double alpha, double beta) {
+    const int64_t th = (wp->p + 1) / 2, tw = (wp->q + 1) / 2, nt = wp->n * th * tw, cout = wp->cout;
+    const HB_T a = (HB_T)alpha, b = (HB_T)beta;
+    for (int64_t o = 0; o < cout; o++)
+        for (int64_t n = 0; n < wp->n; n++) {
+            HB_S *yc = y + n * wp->ys_n + (g * cout + o) * wp->ys_c;
+            for (int64_t ty = 0; ty < th; ty++)
+                for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
+                    const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
+                    const int64_t e = cout * nt;
+                    const HB_T *m = M + o * nt + (n * th + ty) * tw + tx0;
+                    HB_T out[2][2 * HB_WT];
+                    for (int64_t j = 0; j < nx; j++) {
+                        HB_T t[2][4];
+                        for (int s = 0; s < 4; s++) {
+                            t[0][s] = m[s * e + j] + m[(4 + s) * e + j] + m[(8 + s) * e + j];
+                            t[1][s] = m[(4 + s) * e + j] - m[(8 + s) * e + j] - m[(12 + s) * e + j];
+                        }
+                        for (int r = 0; r < 2; r++) {
+                            out[r][2 * j] = t[r][0] + t[r][1] + t[r][2];
+                            out[r][2 * j + 1] = t[r][1] - t[r][2] - t[r][3];
+                        }
+                    }
+                    const int64_t q0 = 2 * tx0, nq = wp->q - q0 < 2 * nx ? wp->q - q0 : 2 * nx;
+                    for (int r = 0; r < 2 && 2 * ty + r < wp->p; r++) {
+                        HB_S *dst = yc + (2 * ty + r) * wp->ys_h + q0 * wp->ys_w;
+                        if (beta == 0.0)
+                            for (int64_t j = 0; j < nq; j++) dst[j * wp->ys_w] = HB_ST(a * out[r][j]);
+                        else
+                            for (int64_t j = 0; j < nq; j++)
+                                dst[j * wp->ys_w] = HB_ST(a * out[r][j] + b * HB_LD(dst[j * wp->ys_w]));
+                    }
+                }
+        }
+}
+
 void HB_F(hb_wino_run)(const hb_wino *wp, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta,
                        void *ws) {
-    const int64_t th = (wp->p + 1) / 2, tw = (wp->q + 1) / 2, nt = wp->n * th * tw;
+    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
     const int64_t cin = wp->cin, cout = wp->cout;
     const size_t es = sizeof(HB_T);
     HB_T *U = ws;
     HB_T *V = (HB_T *)((char *)ws + hb_align((size_t)(16 * cout * cin) * es));
     HB_T *M = (HB_T *)((char *)V + hb_align((size_t)(16 * cin * nt) * es));
-    const HB_T a = (HB_T)alpha, b = (HB_T)beta;
-
     for (int64_t g = 0; g < wp->groups; g++) {
-        /* U = G g G^T per (out, in) channel pair. */
-        for (int64_t o = 0; o < cout; o++)
-            for (int64_t i = 0; i < cin; i++) {
-                const HB_S *f = w + g * wp->f_group + o * wp->f_out + i * wp->f_in;
-                HB_T k[3][3], t[4][3];
-                for (int r = 0; r < 3; r++)
-                    for (int s = 0; s < 3; s++) {
-                        int rr = wp->flip ? 2 - r : r, ss = wp->flip ? 2 - s : s;
-                        k[r][s] = HB_LD(f[rr * wp->f_r + ss * wp->f_s]);
-                    }
-                for (int s = 0; s < 3; s++) {
-                    t[0][s] = k[0][s];
-                    t[1][s] = (HB_T)0.5 * (k[0][s] + k[1][s] + k[2][s]);
-                    t[2][s] = (HB_T)0.5 * (k[0][s] - k[1][s] + k[2][s]);
-                    t[3][s] = k[2][s];
-                }
-                for (int r = 0; r < 4; r++) {
-                    HB_T *u = U + (r * 4) * cout * cin + o * cin + i;
-                    const int64_t e = cout * cin;
-                    u[0] = t[r][0];
-                    u[e] = (HB_T)0.5 * (t[r][0] + t[r][1] + t[r][2]);
-                    u[2 * e] = (HB_T)0.5 * (t[r][0] - t[r][1] + t[r][2]);
-                    u[3 * e] = t[r][2];
-                }
-            }
-        /* V = B^T d B per input channel and 4x4 input tile (stride 2, overlapping by 2). A row of up to HB_WT
-         * tiles is done at once from 4 zero-padded copies of the input rows, so the loops over tiles have no
-         * bounds tests and vectorise. */
-        for (int64_t i = 0; i < cin; i++)
-            for (int64_t n = 0; n < wp->n; n++) {
-                const HB_S *xc = x + n * wp->xs_n + (g * cin + i) * wp->xs_c;
-                for (int64_t ty = 0; ty < th; ty++)
-                    for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
-                        const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
-                        HB_T rows[4][2 * HB_WT + 2];
-                        const int64_t w0 = 2 * tx0 - wp->pad_w;
-                        const int64_t len = 2 * nx + 2;
-                        int64_t ja = -w0 > 0 ? -w0 : 0, jb = wp->w - w0 < len ? wp->w - w0 : len;
-                        if (jb < ja) jb = ja;
-                        for (int r = 0; r < 4; r++) {
-                            int64_t hh = 2 * ty - wp->pad_h + r;
-                            if (hh < 0 || hh >= wp->h) {
-                                for (int64_t j = 0; j < len; j++) rows[r][j] = 0;
-                                continue;
-                            }
-                            const HB_S *xr = xc + hh * wp->xs_h;
-                            for (int64_t j = 0; j < ja; j++) rows[r][j] = 0;
-                            for (int64_t j = ja; j < jb; j++) rows[r][j] = HB_LD(xr[(w0 + j) * wp->xs_w]);
-                            for (int64_t j = jb; j < len; j++) rows[r][j] = 0;
-                        }
-                        HB_T vt[16][HB_WT]; /* staged on the stack: 16 output streams defeat the vectoriser */
-                        for (int64_t j = 0; j < nx; j++) {
-                            HB_T t[4][4];
-                            for (int s = 0; s < 4; s++) {
-                                HB_T d0 = rows[0][2 * j + s], d1 = rows[1][2 * j + s];
-                                HB_T d2 = rows[2][2 * j + s], d3 = rows[3][2 * j + s];
-                                t[0][s] = d0 - d2;
-                                t[1][s] = d1 + d2;
-                                t[2][s] = d2 - d1;
-                                t[3][s] = d1 - d3;
-                            }
-                            for (int r = 0; r < 4; r++) {
-                                vt[r * 4 + 0][j] = t[r][0] - t[r][2];
-                                vt[r * 4 + 1][j] = t[r][1] + t[r][2];
-                                vt[r * 4 + 2][j] = t[r][2] - t[r][1];
-                                vt[r * 4 + 3][j] = t[r][1] - t[r][3];
-                            }
-                        }
-                        HB_T *v = V + i * nt + (n * th + ty) * tw + tx0;
-                        for (int el = 0; el < 16; el++) memcpy(v + el * cin * nt, vt[el], (size_t)nx * sizeof(HB_T));
-                    }
-            }
+        HB_F(wino_filter)(wp, w, g, U);
+        HB_F(wino_input)(wp, x, g, V);
         /* The 16 independent products M_e = U_e V_e. */
         hb_mview mu = {cout, cin, cin, 1}, mv = {cin, nt, nt, 1}, mm = {cout, nt, nt, 1};
         hb_gemm_call call;
         if (!hb_gemm_plan(mu, mv, mm, &call)) return; /* excluded by hb_wino_workspace's limits */
         for (int e = 0; e < 16; e++)
             HB_FC(hb_gemm_run)(&call, 1, U + e * cout * cin, V + e * cin * nt, 0, M + e * cout * nt);
-        /* Y = A^T m A for a row of tiles at a time into two stack output rows, then written with alpha/beta;
-         * edge tiles drop their outputs past P or Q. */
-        for (int64_t o = 0; o < cout; o++)
-            for (int64_t n = 0; n < wp->n; n++) {
-                HB_S *yc = y + n * wp->ys_n + (g * cout + o) * wp->ys_c;
-                for (int64_t ty = 0; ty < th; ty++)
-                    for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
-                        const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
-                        const int64_t e = cout * nt;
-                        const HB_T *m = M + o * nt + (n * th + ty) * tw + tx0;
-                        HB_T out[2][2 * HB_WT];
-                        for (int64_t j = 0; j < nx; j++) {
-                            HB_T t[2][4];
-                            for (int s = 0; s < 4; s++) {
-                                t[0][s] = m[s * e + j] + m[(4 + s) * e + j] + m[(8 + s) * e + j];
-                                t[1][s] = m[(4 + s) * e + j] - m[(8 + s) * e + j] - m[(12 + s) * e + j];
-                            }
-                            for (int r = 0; r < 2; r++) {
-                                out[r][2 * j] = t[r][0] + t[r][1] + t[r][2];
-                                out[r][2 * j + 1] = t[r][1] - t[r][2] - t[r][3];
-                            }
-                        }
-                        const int64_t q0 = 2 * tx0, nq = wp->q - q0 < 2 * nx ? wp->q - q0 : 2 * nx;
-                        for (int r = 0; r < 2 && 2 * ty + r < wp->p; r++) {
-                            HB_S *dst = yc + (2 * ty + r) * wp->ys_h + q0 * wp->ys_w;
-                            if (beta == 0.0)
-                                for (int64_t j = 0; j < nq; j++) dst[j * wp->ys_w] = HB_ST(a * out[r][j]);
-                            else
-                                for (int64_t j = 0; j < nq; j++)
-                                    dst[j * wp->ys_w] = HB_ST(a * out[r][j] + b * HB_LD(dst[j * wp->ys_w]));
-                        }
-                    }
-            }
+        HB_F(wino_output)(wp, M, g, y, alpha, beta);
     }
 }
 
