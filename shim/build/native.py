@@ -38,7 +38,8 @@ def compiler() -> list[str]:
 
 
 def run(cmd: list[str]) -> None:
-    print("ucudnn-build:", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    # One write per line: compile_objects runs several at once.
+    print("ucudnn-build: " + " ".join(shlex.quote(c) for c in cmd) + "\n", end="", flush=True)
     subprocess.run(cmd, check=True)
 
 

@@ -309,10 +309,8 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
         r->cudnnDestroyConvolutionDescriptor(conv);
     if (w)
         r->cudnnDestroyFilterDescriptor(w);
-    if (y)
-        r->cudnnDestroyTensorDescriptor(y);
-    if (x)
-        r->cudnnDestroyTensorDescriptor(x);
+    uc_tensor_destroy(y);
+    uc_tensor_destroy(x);
     if (st == 0)
         *ms_out = best;
     return st;

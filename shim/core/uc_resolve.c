@@ -233,6 +233,12 @@ static const uc_real_table *known(void)
     return t ? t : resolved(1);
 }
 
+void uc_tensor_destroy(cudnnTensorDescriptor_t desc)
+{
+    if (desc)
+        uc_real()->cudnnDestroyTensorDescriptor(desc);
+}
+
 int uc_status(enum uc_status_kind kind)
 {
     int v8 = known()->major == 8;

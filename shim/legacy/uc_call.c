@@ -53,24 +53,29 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
     return clamped(uc_real_search(1, c, x, y, cap, n, rows), n, cap);
 }
 
-int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
-               cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes)
+int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                           cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, int algo, size_t *bytes)
 {
     const uc_real_table *r = uc_real();
     int st = uc_status(UC_ST_NOT_SUPPORTED);
-    *bytes = 0;
     uc_guard++;
-    if (c->k->op == UCUDNN_OP_FWD && r->cudnnGetConvolutionForwardWorkspaceSize)
-        st = r->cudnnGetConvolutionForwardWorkspaceSize(c->handle, x, c->w, conv, y, (cudnnConvolutionFwdAlgo_t)algo,
-                                                        bytes);
-    else if (c->k->op == UCUDNN_OP_BWD_DATA && r->cudnnGetConvolutionBackwardDataWorkspaceSize)
-        st = r->cudnnGetConvolutionBackwardDataWorkspaceSize(c->handle, c->w, y, conv, x,
-                                                             (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
-    else if (c->k->op == UCUDNN_OP_BWD_FILTER && r->cudnnGetConvolutionBackwardFilterWorkspaceSize)
-        st = r->cudnnGetConvolutionBackwardFilterWorkspaceSize(c->handle, x, y, conv, c->w,
+    if (op == UCUDNN_OP_FWD && r->cudnnGetConvolutionForwardWorkspaceSize)
+        st = r->cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    else if (op == UCUDNN_OP_BWD_DATA && r->cudnnGetConvolutionBackwardDataWorkspaceSize)
+        st = r->cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, (cudnnConvolutionBwdDataAlgo_t)algo,
+                                                             bytes);
+    else if (op == UCUDNN_OP_BWD_FILTER && r->cudnnGetConvolutionBackwardFilterWorkspaceSize)
+        st = r->cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w,
                                                                (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
     uc_guard--;
     return st;
+}
+
+int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+               cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes)
+{
+    *bytes = 0;
+    return uc_real_workspace_size(c->k->op, c->handle, x, c->w, conv, y, algo, bytes);
 }
 
 int uc_row_determinism(const ucudnn_perf *rows, int n, int algo)

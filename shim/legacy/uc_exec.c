@@ -16,6 +16,7 @@
 #include "uc_legacy.h"
 
 typedef struct {
+    int op;               /* UCUDNN_OP_*, or UC_OP_BIASACT */
     const uc_kernel *k;
     cudnnHandle_t handle;
     const void *alpha, *beta, *alpha2;
@@ -77,7 +78,6 @@ static int call_original(const exec_args *a)
  */
 static int finish_rest(const exec_args *a, int n0, const void *beta)
 {
-    const uc_real_table *r = uc_real();
     int rest = a->k->x.dims[0] - n0;
     cudnnTensorDescriptor_t xd = NULL, yd = NULL, zd = NULL;
     int st = uc_tensor_clone(&a->k->x, rest, &xd);
@@ -87,12 +87,9 @@ static int finish_rest(const exec_args *a, int n0, const void *beta)
         st = uc_tensor_clone(&a->k->z, rest, &zd);
     if (st == 0)
         st = call_real(a, xd, yd, zd, a->conv, a->algo, beta, n0);
-    if (xd)
-        r->cudnnDestroyTensorDescriptor(xd);
-    if (yd)
-        r->cudnnDestroyTensorDescriptor(yd);
-    if (zd)
-        r->cudnnDestroyTensorDescriptor(zd);
+    uc_tensor_destroy(xd);
+    uc_tensor_destroy(yd);
+    uc_tensor_destroy(zd);
     return st;
 }
 
@@ -260,62 +257,38 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
     return (cudnnStatus_t)st;
 }
 
-cudnnStatus_t uc_hook_cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
-                                              const cudnnTensorDescriptor_t xDesc, const void *x,
-                                              const cudnnFilterDescriptor_t wDesc, const void *w,
-                                              const cudnnConvolutionDescriptor_t convDesc,
-                                              cudnnConvolutionFwdAlgo_t algo, void *workSpace,
-                                              size_t workSpaceSizeInBytes, const void *beta,
-                                              const cudnnTensorDescriptor_t yDesc, void *y)
+/* A hook's call: its descriptors read into the kernel key, then executed. */
+static cudnnStatus_t read_and_execute(exec_args *a)
 {
     uc_kernel k;
-    const char *why = uc_kernel_read(&k, UCUDNN_OP_FWD, xDesc, wDesc, convDesc, yDesc, NULL);
-    exec_args a = {&k, handle, alpha, beta, NULL, (char *)x, (char *)y, NULL, (void *)w, xDesc, yDesc, NULL,
-                   NULL, wDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
-    return execute(&a, why);
+    const char *why = uc_kernel_read(&k, a->op, a->xdesc, a->wdesc, a->conv, a->ydesc, a->zdesc);
+    a->k = &k;
+    return execute(a, why);
 }
 
-cudnnStatus_t uc_hook_cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
-                                                   const cudnnFilterDescriptor_t wDesc, const void *w,
-                                                   const cudnnTensorDescriptor_t dyDesc, const void *dy,
-                                                   const cudnnConvolutionDescriptor_t convDesc,
-                                                   cudnnConvolutionBwdDataAlgo_t algo, void *workSpace,
-                                                   size_t workSpaceSizeInBytes, const void *beta,
-                                                   const cudnnTensorDescriptor_t dxDesc, void *dx)
-{
-    uc_kernel k;
-    const char *why = uc_kernel_read(&k, UCUDNN_OP_BWD_DATA, dxDesc, wDesc, convDesc, dyDesc, NULL);
-    exec_args a = {&k, handle, alpha, beta, NULL, (char *)dx, (char *)dy, NULL, (void *)w, dxDesc, dyDesc, NULL,
-                   NULL, wDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
-    return execute(&a, why);
-}
+/* ---- the hooks: each execution's parameters, named as in hooks.def, in the roles the shim reads them in ---- */
 
-cudnnStatus_t uc_hook_cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
-                                                     const cudnnTensorDescriptor_t xDesc, const void *x,
-                                                     const cudnnTensorDescriptor_t dyDesc, const void *dy,
-                                                     const cudnnConvolutionDescriptor_t convDesc,
-                                                     cudnnConvolutionBwdFilterAlgo_t algo, void *workSpace,
-                                                     size_t workSpaceSizeInBytes, const void *beta,
-                                                     const cudnnFilterDescriptor_t dwDesc, void *dw)
-{
-    uc_kernel k;
-    const char *why = uc_kernel_read(&k, UCUDNN_OP_BWD_FILTER, xDesc, dwDesc, convDesc, dyDesc, NULL);
-    exec_args a = {&k, handle, alpha, beta, NULL, (char *)x, (char *)dy, NULL, dw, xDesc, dyDesc, NULL,
-                   NULL, dwDesc, convDesc, NULL, NULL, (int)algo, workSpace, workSpaceSizeInBytes};
-    return execute(&a, why);
-}
+#define EXEC_cudnnConvolutionForward                                                                           \
+    {.op = UCUDNN_OP_FWD, .handle = handle, .alpha = alpha, .beta = beta, .x = (char *)x, .y = (char *)y,       \
+     .w = (void *)w, .xdesc = xDesc, .ydesc = yDesc, .wdesc = wDesc, .conv = convDesc, .algo = (int)algo,      \
+     .ws = workSpace, .ws_bytes = workSpaceSizeInBytes}
+#define EXEC_cudnnConvolutionBackwardData                                                                      \
+    {.op = UCUDNN_OP_BWD_DATA, .handle = handle, .alpha = alpha, .beta = beta, .x = (char *)dx, .y = (char *)dy, \
+     .w = (void *)w, .xdesc = dxDesc, .ydesc = dyDesc, .wdesc = wDesc, .conv = convDesc, .algo = (int)algo,    \
+     .ws = workSpace, .ws_bytes = workSpaceSizeInBytes}
+#define EXEC_cudnnConvolutionBackwardFilter                                                                    \
+    {.op = UCUDNN_OP_BWD_FILTER, .handle = handle, .alpha = alpha, .beta = beta, .x = (char *)x,               \
+     .y = (char *)dy, .w = dw, .xdesc = xDesc, .ydesc = dyDesc, .wdesc = dwDesc, .conv = convDesc,             \
+     .algo = (int)algo, .ws = workSpace, .ws_bytes = workSpaceSizeInBytes}
+#define EXEC_cudnnConvolutionBiasActivationForward                                                             \
+    {.op = UC_OP_BIASACT, .handle = handle, .alpha = alpha1, .alpha2 = alpha2, .x = (char *)x, .y = (char *)y,  \
+     .z = (char *)z, .w = (void *)w, .xdesc = xDesc, .ydesc = yDesc, .zdesc = zDesc, .bias_desc = biasDesc,    \
+     .wdesc = wDesc, .conv = convDesc, .bias = bias, .act = activationDesc, .algo = (int)algo,                  \
+     .ws = workSpace, .ws_bytes = workSpaceSizeInBytes}
 
-cudnnStatus_t uc_hook_cudnnConvolutionBiasActivationForward(
-    cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x,
-    const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnConvolutionDescriptor_t convDesc,
-    cudnnConvolutionFwdAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *alpha2,
-    const cudnnTensorDescriptor_t zDesc, const void *z, const cudnnTensorDescriptor_t biasDesc, const void *bias,
-    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc, void *y)
-{
-    uc_kernel k;
-    const char *why = uc_kernel_read(&k, UC_OP_BIASACT, xDesc, wDesc, convDesc, yDesc, zDesc);
-    exec_args a = {&k, handle, alpha1, NULL, alpha2, (char *)x, (char *)y, (char *)z, (void *)w, xDesc, yDesc,
-                   zDesc, biasDesc, wDesc, convDesc, bias, activationDesc, (int)algo, workSpace,
-                   workSpaceSizeInBytes};
-    return execute(&a, why);
-}
+#define UC_EXEC(ret, name, params, args)                                                                       \
+    ret uc_hook_##name params                                                                                  \
+    {                                                                                                          \
+        return read_and_execute(&(exec_args)EXEC_##name);                                                      \
+    }
+#include "hooks.def"

@@ -99,7 +99,11 @@ int uc_real_search(int find, const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
 int uc_real_get_v7(const uc_call *c, ucudnn_perf *rows, int cap, int *n);
 int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
                  int cap, int *n);
-/* Real workspace query for the op of k. */
+/* The real workspace query of `op` with exactly these arguments (x is dx for BackwardData, y is dy for the
+ * backward ops, w is dw for BackwardFilter). */
+int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                           cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, int algo, size_t *bytes);
+/* The same for the call's op and filter, *bytes 0 first. */
 int uc_real_ws(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
                cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes);
 

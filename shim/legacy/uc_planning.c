@@ -34,11 +34,8 @@ static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap
         st = uc_tensor_clone(&c->k->y, batch, &y);
     if (st == 0)
         st = uc_real_find(c, x, y, rows, cap, n);
-    const uc_real_table *r = uc_real();
-    if (x)
-        r->cudnnDestroyTensorDescriptor(x);
-    if (y)
-        r->cudnnDestroyTensorDescriptor(y);
+    uc_tensor_destroy(x);
+    uc_tensor_destroy(y);
     return st;
 }
 

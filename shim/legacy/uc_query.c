@@ -141,62 +141,20 @@ static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
     return found;
 }
 
-#define GUARDED(call)                                                                                          \
-    do {                                                                                                       \
-        uc_guard++;                                                                                            \
-        cudnnStatus_t st_ = (call);                                                                            \
-        uc_guard--;                                                                                            \
-        return st_;                                                                                            \
-    } while (0)
-
 /* ---- workspace size ---- */
 
-cudnnStatus_t uc_hook_cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-                                                              const cudnnFilterDescriptor_t wDesc,
-                                                              const cudnnConvolutionDescriptor_t convDesc,
-                                                              const cudnnTensorDescriptor_t yDesc,
-                                                              cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes)
+/* The plan's workspace when `algo` is the algorithm reported for a plan of the call, else the real library's answer
+ * to the caller's exact arguments. */
+static cudnnStatus_t workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, int algo,
+                                    size_t *bytes)
 {
     uc_kernel k;
-    const char *why = sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_FWD, xDesc, wDesc, convDesc, yDesc, NULL) : "NULL";
-    uc_call c = {handle, &k, xDesc, yDesc, wDesc, convDesc};
-    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
+    const char *why = bytes ? uc_kernel_read(&k, op, x, w, conv, y, NULL) : "NULL";
+    uc_call c = {handle, &k, x, y, w, conv};
+    if (!why && plan_workspace(&c, algo, bytes))
         return CUDNN_STATUS_SUCCESS;
-    GUARDED(uc_real()->cudnnGetConvolutionForwardWorkspaceSize(handle, xDesc, wDesc, convDesc, yDesc, algo,
-                                                               sizeInBytes));
-}
-
-cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
-                                                                   const cudnnFilterDescriptor_t wDesc,
-                                                                   const cudnnTensorDescriptor_t dyDesc,
-                                                                   const cudnnConvolutionDescriptor_t convDesc,
-                                                                   const cudnnTensorDescriptor_t dxDesc,
-                                                                   cudnnConvolutionBwdDataAlgo_t algo,
-                                                                   size_t *sizeInBytes)
-{
-    uc_kernel k;
-    const char *why =
-        sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_BWD_DATA, dxDesc, wDesc, convDesc, dyDesc, NULL) : "NULL";
-    uc_call c = {handle, &k, dxDesc, dyDesc, wDesc, convDesc};
-    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
-        return CUDNN_STATUS_SUCCESS;
-    GUARDED(uc_real()->cudnnGetConvolutionBackwardDataWorkspaceSize(handle, wDesc, dyDesc, convDesc, dxDesc, algo,
-                                                                    sizeInBytes));
-}
-
-cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardFilterWorkspaceSize(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
-    cudnnConvolutionBwdFilterAlgo_t algo, size_t *sizeInBytes)
-{
-    uc_kernel k;
-    const char *why =
-        sizeInBytes ? uc_kernel_read(&k, UCUDNN_OP_BWD_FILTER, xDesc, gradDesc, convDesc, dyDesc, NULL) : "NULL";
-    uc_call c = {handle, &k, xDesc, dyDesc, gradDesc, convDesc};
-    if (!why && plan_workspace(&c, (int)algo, sizeInBytes))
-        return CUDNN_STATUS_SUCCESS;
-    GUARDED(uc_real()->cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, xDesc, dyDesc, convDesc, gradDesc,
-                                                                      algo, sizeInBytes));
+    return (cudnnStatus_t)uc_real_workspace_size(op, handle, x, w, conv, y, algo, bytes);
 }
 
 /* ---- Get*_v7 and Find* (the library's own buffers) ---- */
@@ -221,64 +179,6 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     /* The caller's own bound (what the framework can allocate), which only an explicit limit is compared with. */
     size_t mem = uc_cfg_limit_auto() ? 0 : uc_framework_memory();
     return answer(&c, uc_planning_limit(), mem ? mem : UC_UNLIMITED, st, rows, n, requested, returned, out);
-}
-
-cudnnStatus_t uc_hook_cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-                                                             const cudnnFilterDescriptor_t wDesc,
-                                                             const cudnnConvolutionDescriptor_t convDesc,
-                                                             const cudnnTensorDescriptor_t yDesc, int requestedAlgoCount,
-                                                             int *returnedAlgoCount,
-                                                             cudnnConvolutionFwdAlgoPerf_t *perfResults)
-{
-    return search(Q_GET, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
-}
-
-cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardDataAlgorithm_v7(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults)
-{
-    return search(Q_GET, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
-}
-
-cudnnStatus_t uc_hook_cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc, const cudnnTensorDescriptor_t diffDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults)
-{
-    return search(Q_GET, UCUDNN_OP_BWD_FILTER, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
-}
-
-cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-                                                           const cudnnFilterDescriptor_t wDesc,
-                                                           const cudnnConvolutionDescriptor_t convDesc,
-                                                           const cudnnTensorDescriptor_t yDesc, int requestedAlgoCount,
-                                                           int *returnedAlgoCount,
-                                                           cudnnConvolutionFwdAlgoPerf_t *perfResults)
-{
-    return search(Q_FIND, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
-}
-
-cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardDataAlgorithm(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults)
-{
-    return search(Q_FIND, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
-}
-
-cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardFilterAlgorithm(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults)
-{
-    return search(Q_FIND, UCUDNN_OP_BWD_FILTER, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults);
 }
 
 /* ---- Find*Ex (the caller's buffers and workspace; the limit is capped at that workspace) ---- */
@@ -316,32 +216,45 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
     return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, ws_bytes, st, rows, n, requested, returned, out);
 }
 
-cudnnStatus_t uc_hook_cudnnFindConvolutionForwardAlgorithmEx(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc,
-    const void *w, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, void *y,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace,
-    size_t workSpaceSizeInBytes)
-{
-    return search_ex(UCUDNN_OP_FWD, handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
-                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
-}
+/* ---- the hooks: each query's parameters, named as in hooks.def, in the roles the shim reads them in ---- */
 
-cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardDataAlgorithmEx(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnTensorDescriptor_t dyDesc,
-    const void *dy, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, void *dx,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void *workSpace,
-    size_t workSpaceSizeInBytes)
-{
-    return search_ex(UCUDNN_OP_BWD_DATA, handle, dxDesc, dx, wDesc, w, convDesc, dyDesc, dy, requestedAlgoCount,
-                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
-}
+#define QUERY_cudnnGetConvolutionForwardWorkspaceSize                                                          \
+    workspace_size(UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, (int)algo, sizeInBytes)
+#define QUERY_cudnnGetConvolutionBackwardDataWorkspaceSize                                                     \
+    workspace_size(UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo, sizeInBytes)
+#define QUERY_cudnnGetConvolutionBackwardFilterWorkspaceSize                                                   \
+    workspace_size(UCUDNN_OP_BWD_FILTER, handle, xDesc, gradDesc, convDesc, dyDesc, (int)algo, sizeInBytes)
+#define QUERY_cudnnGetConvolutionForwardAlgorithm_v7                                                           \
+    search(Q_GET, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount,  \
+           perfResults)
+#define QUERY_cudnnGetConvolutionBackwardDataAlgorithm_v7                                                      \
+    search(Q_GET, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,              \
+           returnedAlgoCount, perfResults)
+#define QUERY_cudnnGetConvolutionBackwardFilterAlgorithm_v7                                                    \
+    search(Q_GET, UCUDNN_OP_BWD_FILTER, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,      \
+           returnedAlgoCount, perfResults)
+#define QUERY_cudnnFindConvolutionForwardAlgorithm                                                             \
+    search(Q_FIND, UCUDNN_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount, \
+           perfResults)
+#define QUERY_cudnnFindConvolutionBackwardDataAlgorithm                                                        \
+    search(Q_FIND, UCUDNN_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,             \
+           returnedAlgoCount, perfResults)
+#define QUERY_cudnnFindConvolutionBackwardFilterAlgorithm                                                      \
+    search(Q_FIND, UCUDNN_OP_BWD_FILTER, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,           \
+           returnedAlgoCount, perfResults)
+#define QUERY_cudnnFindConvolutionForwardAlgorithmEx                                                           \
+    search_ex(UCUDNN_OP_FWD, handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,                \
+              returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes)
+#define QUERY_cudnnFindConvolutionBackwardDataAlgorithmEx                                                      \
+    search_ex(UCUDNN_OP_BWD_DATA, handle, dxDesc, dx, wDesc, w, convDesc, dyDesc, dy, requestedAlgoCount,       \
+              returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes)
+#define QUERY_cudnnFindConvolutionBackwardFilterAlgorithmEx                                                    \
+    search_ex(UCUDNN_OP_BWD_FILTER, handle, xDesc, x, dwDesc, dw, convDesc, dyDesc, y, requestedAlgoCount,      \
+              returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes)
 
-cudnnStatus_t uc_hook_cudnnFindConvolutionBackwardFilterAlgorithmEx(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnTensorDescriptor_t dyDesc,
-    const void *y, const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void *dw,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void *workSpace,
-    size_t workSpaceSizeInBytes)
-{
-    return search_ex(UCUDNN_OP_BWD_FILTER, handle, xDesc, x, dwDesc, dw, convDesc, dyDesc, y, requestedAlgoCount,
-                     returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes);
-}
+#define UC_QUERY(ret, name, params, args)                                                                      \
+    ret uc_hook_##name params                                                                                  \
+    {                                                                                                          \
+        return QUERY_##name;                                                                                   \
+    }
+#include "hooks.def"
