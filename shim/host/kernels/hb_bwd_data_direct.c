@@ -24,39 +24,17 @@ typedef struct {
 #define HB_TMPL_FILE "hb_bwd_data_direct.c"
 #include "hb_kern_tmpl.h"
 
-static size_t workspace(const hb_problem *p) {
-    (void)p;
-    return 0;
-}
-
 static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, void *dx, double alpha, double beta,
                          void *ws, size_t ws_bytes) {
     (void)ws;
     (void)ws_bytes;
     int64_t kg = p->w.k / p->groups;
     job j = {p, w, dy, dx, alpha, kg < HB_PARTS ? kg : HB_PARTS};
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE:
-        hb_scale_tensor_d(&p->x, dx, beta);
-        hb_run_parts(bwd_data_part_d, &j, j.nparts);
-        break;
-    case CUDNN_DATA_HALF:
-        hb_scale_tensor_h(&p->x, dx, beta);
-        hb_run_parts(bwd_data_part_h, &j, j.nparts);
-        break;
-    case CUDNN_DATA_BFLOAT16:
-        hb_scale_tensor_b(&p->x, dx, beta);
-        hb_run_parts(bwd_data_part_b, &j, j.nparts);
-        break;
-    default:
-        hb_scale_tensor_f(&p->x, dx, beta);
-        hb_run_parts(bwd_data_part_f, &j, j.nparts);
-        break;
-    }
+    HB_DISPATCH(p->dtype, bwd_data_direct, &j, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 
-const hb_algo hb_bwd_data_algo0 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0", 0, 1.5, workspace, run};
+const hb_algo hb_bwd_data_algo0 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0", 0, 1.5, hb_no_workspace, run};
 
 #else
 
@@ -118,6 +96,12 @@ static void HB_F(bwd_data_part)(void *ctx, int64_t part) {
                         }
                     }
             }
+}
+
+/* dx scaled by beta, then the parts added into it. */
+static void HB_F(bwd_data_direct)(const job *j, double beta) {
+    HB_F(hb_scale_tensor)(&j->p->x, j->dx, beta);
+    hb_run_parts(HB_F(bwd_data_part), (void *)j, j->nparts);
 }
 
 #endif

@@ -24,39 +24,17 @@ typedef struct {
 #define HB_TMPL_FILE "hb_bwd_filter_direct.c"
 #include "hb_kern_tmpl.h"
 
-static size_t workspace(const hb_problem *p) {
-    (void)p;
-    return 0;
-}
-
 static cudnnStatus_t run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha, double beta,
                          void *ws, size_t ws_bytes) {
     (void)ws;
     (void)ws_bytes;
     int64_t rows = p->y.n * p->y.sp[0] * p->y.sp[1];
     job j = {p, x, dy, dw, alpha, rows, rows < HB_PARTS ? rows : HB_PARTS};
-    switch (p->dtype) {
-    case CUDNN_DATA_DOUBLE:
-        hb_scale_filter_d(&p->w, p->w.c, dw, beta);
-        hb_run_parts(bwd_filter_part_d, &j, j.nparts);
-        break;
-    case CUDNN_DATA_HALF:
-        hb_scale_filter_h(&p->w, p->w.c, dw, beta);
-        hb_run_parts(bwd_filter_part_h, &j, j.nparts);
-        break;
-    case CUDNN_DATA_BFLOAT16:
-        hb_scale_filter_b(&p->w, p->w.c, dw, beta);
-        hb_run_parts(bwd_filter_part_b, &j, j.nparts);
-        break;
-    default:
-        hb_scale_filter_f(&p->w, p->w.c, dw, beta);
-        hb_run_parts(bwd_filter_part_f, &j, j.nparts);
-        break;
-    }
+    HB_DISPATCH(p->dtype, bwd_filter_direct, &j, beta);
     return CUDNN_STATUS_SUCCESS;
 }
 
-const hb_algo hb_bwd_filter_algo0 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "ALGO_0", 0, 1.5, workspace, run};
+const hb_algo hb_bwd_filter_algo0 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, "ALGO_0", 0, 1.5, hb_no_workspace, run};
 
 #else
 
@@ -110,6 +88,12 @@ static void HB_F(bwd_filter_part)(void *ctx, int64_t part) {
                 }
             }
         }
+}
+
+/* dw scaled by beta, then the parts added into it. */
+static void HB_F(bwd_filter_direct)(const job *j, double beta) {
+    HB_F(hb_scale_filter)(&j->p->w, j->p->w.c, j->dw, beta);
+    hb_run_parts(HB_F(bwd_filter_part), (void *)j, j->nparts);
 }
 
 #endif

@@ -12,11 +12,6 @@
 #define HB_TMPL_FILE "hb_fwd_direct.c"
 #include "hb_kern_tmpl.h"
 
-static size_t workspace(const hb_problem *p) {
-    (void)p;
-    return 0;
-}
-
 static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void *y, double alpha, double beta,
                          void *ws, size_t ws_bytes) {
     (void)ws;
@@ -25,8 +20,8 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
     return CUDNN_STATUS_SUCCESS;
 }
 
-const hb_algo hb_fwd_implicit_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "IMPLICIT_GEMM", 1, 1.0, workspace,
-                                      run};
+const hb_algo hb_fwd_implicit_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "IMPLICIT_GEMM", 1, 1.0,
+                                      hb_no_workspace, run};
 
 #else
 

@@ -112,26 +112,19 @@ int hb_gemm_plan(hb_mview a, hb_mview b, hb_mview c, hb_gemm_call *call) {
     return 1;
 }
 
-void hb_gemm_run_f(const hb_gemm_call *k, float alpha, const float *a, const float *b, float beta, float *c) {
-    if (k->swap) {
-        const float *t = a;
-        a = b;
-        b = t;
+/* The BLAS call (swap: the operands exchanged, see hb_gemm_plan), for float and double. */
+#define HB_GEMM_RUN(SUFFIX, T, GEMM)                                                                             \
+    void hb_gemm_run_##SUFFIX(const hb_gemm_call *k, T alpha, const T *a, const T *b, T beta, T *c) {           \
+        if (k->swap) {                                                                                            \
+            const T *t = a;                                                                                       \
+            a = b;                                                                                                \
+            b = t;                                                                                                \
+        }                                                                                                         \
+        GEMM(k->layout, k->transa, k->transb, k->m, k->n, k->k, alpha, a, k->lda, b, k->ldb, beta, c, k->ldc);   \
     }
-    scipy_cblas_sgemm(k->layout, k->transa, k->transb, k->m, k->n, k->k, alpha, a, k->lda, b, k->ldb, beta, c,
-                      k->ldc);
-}
-
-void hb_gemm_run_d(const hb_gemm_call *k, double alpha, const double *a, const double *b, double beta,
-                   double *c) {
-    if (k->swap) {
-        const double *t = a;
-        a = b;
-        b = t;
-    }
-    scipy_cblas_dgemm(k->layout, k->transa, k->transb, k->m, k->n, k->k, alpha, a, k->lda, b, k->ldb, beta, c,
-                      k->ldc);
-}
+HB_GEMM_RUN(f, float, scipy_cblas_sgemm)
+HB_GEMM_RUN(d, double, scipy_cblas_dgemm)
+#undef HB_GEMM_RUN
 
 static int plan_with_y(hb_mview a, hb_mview col, hb_mview y, int y_is_output, hb_gemm_call *call) {
     return y_is_output ? hb_gemm_plan(a, col, y, call) : hb_gemm_plan(a, y, col, call);
@@ -185,4 +178,9 @@ void hb_run_parts(hb_part_fn fn, void *ctx, int64_t nparts) {
     int started = nparts > 1 && pthread_create(&th, NULL, helper_main, &r) == 0;
     drain(&r);
     if (started) pthread_join(th, NULL);
+}
+
+size_t hb_no_workspace(const hb_problem *p) {
+    (void)p;
+    return 0;
 }

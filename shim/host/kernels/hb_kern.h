@@ -191,7 +191,11 @@ typedef struct {
     int flip;
 } hb_wino;
 
+/* The Winograd problem of a forward (backward_data 0) or backward-data (1) convolution. */
+hb_wino hb_wino_of(const hb_problem *p, int backward_data);
 size_t hb_wino_workspace(const hb_wino *wp, size_t elem_size);
+/* Its workspace for problem p, SIZE_MAX when the shape is not one Winograd handles. */
+size_t hb_wino_problem_workspace(const hb_problem *p, int backward_data);
 void hb_wino_run_f(const hb_wino *wp, const float *x, const float *w, float *y, double alpha, double beta,
                    void *ws);
 void hb_wino_run_d(const hb_wino *wp, const double *x, const double *w, double *y, double alpha, double beta,
@@ -211,37 +215,25 @@ int hb_wino_shape_ok(const hb_problem *p);
 typedef void (*hb_part_fn)(void *ctx, int64_t part);
 void hb_run_parts(hb_part_fn fn, void *ctx, int64_t nparts);
 
+/* The workspace of an algorithm that needs none: 0 for every problem. */
+size_t hb_no_workspace(const hb_problem *p);
+
 /* Atomic x += v on one element (compare-and-swap on its bit pattern): the non-deterministic algorithms. */
-static inline void hb_atomic_add_f(float *x, float v) {
-    float old, upd;
-    __atomic_load(x, &old, __ATOMIC_RELAXED);
-    do {
-        upd = old + v;
-    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
-static inline void hb_atomic_add_d(double *x, double v) {
-    double old, upd;
-    __atomic_load(x, &old, __ATOMIC_RELAXED);
-    do {
-        upd = old + v;
-    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
+#define HB_ATOMIC_ADD(SUFFIX, T, V, SUM)                                                                         \
+    static inline void hb_atomic_add_##SUFFIX(T *x, V v) {                                                        \
+        T old, upd;                                                                                               \
+        __atomic_load(x, &old, __ATOMIC_RELAXED);                                                                 \
+        do {                                                                                                      \
+            upd = SUM;                                                                                            \
+        } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));               \
+    }
+HB_ATOMIC_ADD(f, float, float, old + v)
+HB_ATOMIC_ADD(d, double, double, old + v)
 /* 16-bit elements: the sum is computed in float and rounded to the element type on every add, as GPU atomics
  * on half do; a result accumulated by k adds is rounded k times. */
-static inline void hb_atomic_add_h(hb_half *x, float v) {
-    hb_half old, upd;
-    __atomic_load(x, &old, __ATOMIC_RELAXED);
-    do {
-        upd = (hb_half)((float)old + v);
-    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
-static inline void hb_atomic_add_b(hb_bf16 *x, float v) {
-    hb_bf16 old, upd;
-    __atomic_load(x, &old, __ATOMIC_RELAXED);
-    do {
-        upd = hb_f_to_bf16(hb_bf16_to_f(old) + v);
-    } while (!__atomic_compare_exchange(x, &old, &upd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
+HB_ATOMIC_ADD(h, hb_half, float, (hb_half)((float)old + v))
+HB_ATOMIC_ADD(b, hb_bf16, float, hb_f_to_bf16(hb_bf16_to_f(old) + v))
+#undef HB_ATOMIC_ADD
 
 /* The algorithms, gathered into the per-op tables by hb_fwd_table.c, hb_bwd_data_table.c, hb_bwd_filter_table.c. */
 extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_winograd_nonfused;

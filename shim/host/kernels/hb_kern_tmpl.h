@@ -19,14 +19,7 @@
 #define HB_LD(v) (v)
 #define HB_ST(v) (v)
 #define HB_NATIVE 1
-#include HB_TMPL_FILE
-#undef HB_T
-#undef HB_S
-#undef HB_F
-#undef HB_FC
-#undef HB_LD
-#undef HB_ST
-#undef HB_NATIVE
+#include "hb_kern_tmpl_one.h"
 
 #define HB_T double
 #define HB_S double
@@ -35,14 +28,7 @@
 #define HB_LD(v) (v)
 #define HB_ST(v) (v)
 #define HB_NATIVE 1
-#include HB_TMPL_FILE
-#undef HB_T
-#undef HB_S
-#undef HB_F
-#undef HB_FC
-#undef HB_LD
-#undef HB_ST
-#undef HB_NATIVE
+#include "hb_kern_tmpl_one.h"
 
 #define HB_T float
 #define HB_S hb_half
@@ -51,14 +37,7 @@
 #define HB_LD(v) hb_half_to_f(v)
 #define HB_ST(v) ((hb_half)(v))
 #define HB_NATIVE 0
-#include HB_TMPL_FILE
-#undef HB_T
-#undef HB_S
-#undef HB_F
-#undef HB_FC
-#undef HB_LD
-#undef HB_ST
-#undef HB_NATIVE
+#include "hb_kern_tmpl_one.h"
 
 #define HB_T float
 #define HB_S hb_bf16
@@ -67,13 +46,6 @@
 #define HB_LD(v) hb_bf16_to_f(v)
 #define HB_ST(v) hb_f_to_bf16(v)
 #define HB_NATIVE 0
-#include HB_TMPL_FILE
-#undef HB_T
-#undef HB_S
-#undef HB_F
-#undef HB_FC
-#undef HB_LD
-#undef HB_ST
-#undef HB_NATIVE
+#include "hb_kern_tmpl_one.h"
 
 #undef HB_TMPL_FILE

@@ -19,6 +19,24 @@ int hb_wino_shape_ok(const hb_problem *p) {
            p->stride[1] == 1 && p->stride[2] == 1 && p->dilation[1] == 1 && p->dilation[2] == 1;
 }
 
+/* Backward data is the forward convolution of dy with the filter transposed (K <-> C within each group), rotated by
+ * 180 degrees and with padding 2 - pad. */
+hb_wino hb_wino_of(const hb_problem *p, int backward_data) {
+    const hb_tensor *in = backward_data ? &p->y : &p->x, *out = backward_data ? &p->x : &p->y;
+    const int64_t kg = p->w.k / p->groups;
+    hb_wino wp = {
+        .n = p->x.n, .groups = p->groups, .cin = backward_data ? kg : p->w.c, .cout = backward_data ? p->w.c : kg,
+        .h = in->sp[1], .w = in->sp[2], .p = out->sp[1], .q = out->sp[2],
+        .pad_h = backward_data ? 2 - p->pad[1] : p->pad[1], .pad_w = backward_data ? 2 - p->pad[2] : p->pad[2],
+        .xs_n = in->stride_n, .xs_c = in->stride_c, .xs_h = in->stride_sp[1], .xs_w = in->stride_sp[2],
+        .ys_n = out->stride_n, .ys_c = out->stride_c, .ys_h = out->stride_sp[1], .ys_w = out->stride_sp[2],
+        .f_group = kg * p->w.stride_k, .f_out = backward_data ? p->w.stride_c : p->w.stride_k,
+        .f_in = backward_data ? p->w.stride_k : p->w.stride_c, .f_r = p->w.stride_sp[1], .f_s = p->w.stride_sp[2],
+        .flip = backward_data ? p->cross_correlation : !p->cross_correlation,
+    };
+    return wp;
+}
+
 static int64_t wino_tiles(const hb_wino *wp) { return wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2); }
 
 size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
@@ -28,6 +46,12 @@ size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
     size_t v = hb_align(hb_bytes(16 * wp->cin * t, es));
     size_t m = hb_bytes(16 * wp->cout * t, es);
     return hb_add_bytes(hb_add_bytes(u, v), m);
+}
+
+size_t hb_wino_problem_workspace(const hb_problem *p, int backward_data) {
+    if (!hb_wino_shape_ok(p)) return SIZE_MAX;
+    hb_wino wp = hb_wino_of(p, backward_data);
+    return hb_wino_workspace(&wp, hb_elem_size(p));
 }
 
 #define HB_TMPL_FILE "hb_kern_winograd.c"
