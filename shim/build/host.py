@@ -48,7 +48,8 @@ def build(out_dir: Path) -> list[Path]:
         sources,
         out_dir / SONAME,
         soname=SONAME,
-        include_dirs=[SHIM / "host", *(SHIM / "host" / part for part in PARTS)],
+        # shim/ for hooks.def, the list the API files define their convolution calls from.
+        include_dirs=[SHIM, SHIM / "host", *(SHIM / "host" / part for part in PARTS)],
         cflags=["-O3", "-fvisibility=hidden", "-pthread"],
         ldflags=[f"-L{out_dir}", "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined", "-pthread"],
         libs=["scipy_openblas", "m"],

@@ -112,23 +112,30 @@ HB_EXPORT void cudnnGetLastErrorString(char *message, size_t max_size) {
     last_error[0] = '\0';
 }
 
-HB_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
-    if (!handle) return CUDNN_STATUS_BAD_PARAM;
-    struct cudnnContext *h = calloc(1, sizeof *h);
-    if (!h) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    h->magic = HB_MAGIC_HANDLE;
-    *handle = h;
+cudnnStatus_t hb_object_create(void *out, size_t size, uint32_t magic) {
+    if (!out) return CUDNN_STATUS_BAD_PARAM;
+    uint32_t *obj = calloc(1, size);
+    if (!obj) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    *obj = magic;
+    memcpy(out, &obj, sizeof obj);
     return CUDNN_STATUS_SUCCESS;
 }
 
-HB_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
+cudnnStatus_t hb_object_destroy(void *obj, uint32_t magic) {
     /* cuDNN accepts destroying NULL. */
-    if (!handle) return CUDNN_STATUS_SUCCESS;
-    if (!hb_handle_ok(handle)) return CUDNN_STATUS_BAD_PARAM;
-    handle->magic = 0;
-    free(handle);
+    if (!obj) return CUDNN_STATUS_SUCCESS;
+    uint32_t *tag = obj;
+    if (*tag != magic) return CUDNN_STATUS_BAD_PARAM;
+    *tag = 0; /* a second destroy of the same pointer is then caught instead of double-freed, often */
+    free(obj);
     return CUDNN_STATUS_SUCCESS;
 }
+
+HB_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
+    return hb_object_create(handle, sizeof(struct cudnnContext), HB_MAGIC_HANDLE);
+}
+
+HB_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) { return hb_object_destroy(handle, HB_MAGIC_HANDLE); }
 
 HB_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
     if (!hb_handle_ok(handle)) return CUDNN_STATUS_BAD_PARAM;

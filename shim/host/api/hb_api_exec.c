@@ -34,47 +34,17 @@ static cudnnStatus_t execute(hb_op op, cudnnHandle_t handle, const hb_problem *p
     return st;
 }
 
-HB_EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
-                                                const cudnnTensorDescriptor_t xDesc, const void *x,
-                                                const cudnnFilterDescriptor_t wDesc, const void *w,
-                                                const cudnnConvolutionDescriptor_t convDesc,
-                                                cudnnConvolutionFwdAlgo_t algo, void *workSpace,
-                                                size_t workSpaceSizeInBytes, const void *beta,
-                                                const cudnnTensorDescriptor_t yDesc, void *y) {
+/* One of the three convolutions: the descriptors into a checked problem, then the algorithm on the caller's data
+ * (in0, in1, out as hb_algo takes them). */
+static cudnnStatus_t convolution(hb_op op, cudnnHandle_t handle, const struct cudnnTensorStruct *x,
+                                 const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct *conv,
+                                 const struct cudnnTensorStruct *y, int algo, const void *alpha, const void *beta,
+                                 const void *in0, const void *in1, void *out, void *ws, size_t ws_bytes) {
     if (!hb_handle_ok(handle)) return CUDNN_STATUS_BAD_PARAM;
     hb_problem p;
-    cudnnStatus_t st = hb_build_problem(xDesc, wDesc, convDesc, yDesc, &p);
+    cudnnStatus_t st = hb_build_problem(x, w, conv, y, &p);
     if (st != CUDNN_STATUS_SUCCESS) return st;
-    return execute(HB_OP_FWD, handle, &p, (int)algo, alpha, beta, x, w, y, workSpace, workSpaceSizeInBytes);
-}
-
-HB_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
-                                                     const cudnnFilterDescriptor_t wDesc, const void *w,
-                                                     const cudnnTensorDescriptor_t dyDesc, const void *dy,
-                                                     const cudnnConvolutionDescriptor_t convDesc,
-                                                     cudnnConvolutionBwdDataAlgo_t algo, void *workSpace,
-                                                     size_t workSpaceSizeInBytes, const void *beta,
-                                                     const cudnnTensorDescriptor_t dxDesc, void *dx) {
-    if (!hb_handle_ok(handle)) return CUDNN_STATUS_BAD_PARAM;
-    hb_problem p;
-    cudnnStatus_t st = hb_build_problem(dxDesc, wDesc, convDesc, dyDesc, &p);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
-    return execute(HB_OP_BWD_DATA, handle, &p, (int)algo, alpha, beta, w, dy, dx, workSpace, workSpaceSizeInBytes);
-}
-
-HB_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
-                                                       const cudnnTensorDescriptor_t xDesc, const void *x,
-                                                       const cudnnTensorDescriptor_t dyDesc, const void *dy,
-                                                       const cudnnConvolutionDescriptor_t convDesc,
-                                                       cudnnConvolutionBwdFilterAlgo_t algo, void *workSpace,
-                                                       size_t workSpaceSizeInBytes, const void *beta,
-                                                       const cudnnFilterDescriptor_t dwDesc, void *dw) {
-    if (!hb_handle_ok(handle)) return CUDNN_STATUS_BAD_PARAM;
-    hb_problem p;
-    cudnnStatus_t st = hb_build_problem(xDesc, dwDesc, convDesc, dyDesc, &p);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
-    return execute(HB_OP_BWD_FILTER, handle, &p, (int)algo, alpha, beta, x, dy, dw, workSpace,
-                   workSpaceSizeInBytes);
+    return execute(op, handle, &p, algo, alpha, beta, in0, in1, out, ws, ws_bytes);
 }
 
 /* ---- Bias + activation forward ---- */
@@ -132,28 +102,7 @@ HB_EPILOGUE(double, double, HB_SAME, HB_SAME, d)
 HB_EPILOGUE(hb_half, float, hb_half_to_f, HB_F2H, h)
 HB_EPILOGUE(hb_bf16, float, hb_bf16_to_f, hb_f_to_bf16, b)
 
-/* Strides of a descriptor as an hb_tensor (the problem builder's normalisation, for z). */
-static void tensor_view(const struct cudnnTensorStruct *t, hb_tensor *v) {
-    v->n = t->dim[0];
-    v->c = t->dim[1];
-    v->stride_n = t->stride[0];
-    v->stride_c = t->stride[1];
-    if (t->nb == 4) {
-        v->sp[0] = 1;
-        v->stride_sp[0] = 0;
-        for (int i = 1; i < HB_SP; i++) {
-            v->sp[i] = t->dim[1 + i];
-            v->stride_sp[i] = t->stride[1 + i];
-        }
-    } else {
-        for (int i = 0; i < HB_SP; i++) {
-            v->sp[i] = t->dim[2 + i];
-            v->stride_sp[i] = t->stride[2 + i];
-        }
-    }
-}
-
-HB_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
+static cudnnStatus_t bias_activation_forward(
     cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x,
     const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnConvolutionDescriptor_t convDesc,
     cudnnConvolutionFwdAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *alpha2,
@@ -178,7 +127,7 @@ HB_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
      * rounded twice: by the convolution, then after adding the bias. */
     if (a2 != 0 && z != y) {
         hb_tensor zv;
-        tensor_view(zDesc, &zv);
+        hb_tensor_of(zDesc, &zv);
         HB_DISPATCH(p.dtype, copy, &p.y, y, &zv, z);
     }
     st = a->run(&p, x, w, y, hb_scale_value(alpha1, p.dtype), a2, workSpace, workSpaceSizeInBytes);
@@ -190,3 +139,23 @@ HB_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
     hb_model_clock_add(hb_model_time_ms(a, &p));
     return CUDNN_STATUS_SUCCESS;
 }
+
+/* ---- the exported calls, from the shim's list of them (shim/hooks.def): each execution's parameters, named as
+ * there, in the roles the backend reads them in ---- */
+
+#define HB_cudnnConvolutionForward                                                                             \
+    convolution(HB_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, (int)algo, alpha, beta, x, w, y, workSpace,    \
+                workSpaceSizeInBytes)
+#define HB_cudnnConvolutionBackwardData                                                                        \
+    convolution(HB_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo, alpha, beta, w, dy, dx,     \
+                workSpace, workSpaceSizeInBytes)
+#define HB_cudnnConvolutionBackwardFilter                                                                      \
+    convolution(HB_OP_BWD_FILTER, handle, xDesc, dwDesc, convDesc, dyDesc, (int)algo, alpha, beta, x, dy, dw,   \
+                workSpace, workSpaceSizeInBytes)
+#define HB_cudnnConvolutionBiasActivationForward                                                               \
+    bias_activation_forward(handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes,  \
+                            alpha2, zDesc, z, biasDesc, bias, activationDesc, yDesc, y)
+
+#define UC_EXEC(ret, name, params, args)                                                                           \
+    HB_EXPORT ret name params { return HB_##name; }
+#include "hooks.def"

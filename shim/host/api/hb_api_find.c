@@ -245,117 +245,44 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn
     return max_count(handle, count, HB_OP_BWD_FILTER);
 }
 
-/* ---- Forward ---- */
+/* ---- the exported calls, from the shim's list of them (shim/hooks.def): each query's parameters, named as there,
+ * in the roles the backend reads them in. Backward data: the problem's x is dx, y is dy; backward filter: w is dw,
+ * y is dy. ---- */
 
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle,
-                                                               const cudnnTensorDescriptor_t xDesc,
-                                                               const cudnnFilterDescriptor_t wDesc,
-                                                               const cudnnConvolutionDescriptor_t convDesc,
-                                                               const cudnnTensorDescriptor_t yDesc,
-                                                               int requestedAlgoCount, int *returnedAlgoCount,
-                                                               cudnnConvolutionFwdAlgoPerf_t *perfResults) {
-    return search(HB_OP_FWD, HB_SEARCH_V7, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults, NULL);
-}
+#define HB_cudnnGetConvolutionForwardWorkspaceSize                                                             \
+    workspace_size(HB_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, (int)algo, sizeInBytes)
+#define HB_cudnnGetConvolutionBackwardDataWorkspaceSize                                                        \
+    workspace_size(HB_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo, sizeInBytes)
+#define HB_cudnnGetConvolutionBackwardFilterWorkspaceSize                                                      \
+    workspace_size(HB_OP_BWD_FILTER, handle, xDesc, gradDesc, convDesc, dyDesc, (int)algo, sizeInBytes)
+#define HB_cudnnGetConvolutionForwardAlgorithm_v7                                                              \
+    search(HB_OP_FWD, HB_SEARCH_V7, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount, returnedAlgoCount, \
+           perfResults, NULL)
+#define HB_cudnnGetConvolutionBackwardDataAlgorithm_v7                                                         \
+    search(HB_OP_BWD_DATA, HB_SEARCH_V7, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,           \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL)
+#define HB_cudnnGetConvolutionBackwardFilterAlgorithm_v7                                                       \
+    search(HB_OP_BWD_FILTER, HB_SEARCH_V7, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,   \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL)
+#define HB_cudnnFindConvolutionForwardAlgorithm                                                                \
+    search(HB_OP_FWD, HB_SEARCH_FIND, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,                \
+           returnedAlgoCount, perfResults, NULL)
+#define HB_cudnnFindConvolutionBackwardDataAlgorithm                                                           \
+    search(HB_OP_BWD_DATA, HB_SEARCH_FIND, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,         \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL)
+#define HB_cudnnFindConvolutionBackwardFilterAlgorithm                                                         \
+    search(HB_OP_BWD_FILTER, HB_SEARCH_FIND, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,       \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL)
+#define HB_cudnnFindConvolutionForwardAlgorithmEx                                                              \
+    search(HB_OP_FWD, HB_SEARCH_FIND_EX, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,             \
+           returnedAlgoCount, perfResults, &(hb_buffers){x, w, y, workSpace, workSpaceSizeInBytes})
+#define HB_cudnnFindConvolutionBackwardDataAlgorithmEx                                                         \
+    search(HB_OP_BWD_DATA, HB_SEARCH_FIND_EX, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,      \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, &(hb_buffers){w, dy, dx, workSpace, workSpaceSizeInBytes})
+#define HB_cudnnFindConvolutionBackwardFilterAlgorithmEx                                                       \
+    search(HB_OP_BWD_FILTER, HB_SEARCH_FIND_EX, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,    \
+           returnedAlgoCount, (hb_perf *)(void *)perfResults, &(hb_buffers){x, y, dw, workSpace, workSpaceSizeInBytes})
 
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
-                                                             const cudnnFilterDescriptor_t wDesc,
-                                                             const cudnnConvolutionDescriptor_t convDesc,
-                                                             const cudnnTensorDescriptor_t yDesc,
-                                                             int requestedAlgoCount, int *returnedAlgoCount,
-                                                             cudnnConvolutionFwdAlgoPerf_t *perfResults) {
-    return search(HB_OP_FWD, HB_SEARCH_FIND, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults, NULL);
-}
-
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc,
-    const void *w, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, void *y,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace,
-    size_t workSpaceSizeInBytes) {
-    hb_buffers b = {x, w, y, workSpace, workSpaceSizeInBytes};
-    return search(HB_OP_FWD, HB_SEARCH_FIND_EX, handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
-                  returnedAlgoCount, perfResults, &b);
-}
-
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle,
-                                                                const cudnnTensorDescriptor_t xDesc,
-                                                                const cudnnFilterDescriptor_t wDesc,
-                                                                const cudnnConvolutionDescriptor_t convDesc,
-                                                                const cudnnTensorDescriptor_t yDesc,
-                                                                cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
-    return workspace_size(HB_OP_FWD, handle, xDesc, wDesc, convDesc, yDesc, (int)algo, sizeInBytes);
-}
-
-/* ---- Backward data: the problem's x is dx, y is dy ---- */
-
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
-    return search(HB_OP_BWD_DATA, HB_SEARCH_V7, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL);
-}
-
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
-    return search(HB_OP_BWD_DATA, HB_SEARCH_FIND, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL);
-}
-
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
-    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnTensorDescriptor_t dyDesc,
-    const void *dy, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, void *dx,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults,
-    void *workSpace, size_t workSpaceSizeInBytes) {
-    hb_buffers b = {w, dy, dx, workSpace, workSpaceSizeInBytes};
-    return search(HB_OP_BWD_DATA, HB_SEARCH_FIND_EX, handle, dxDesc, wDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, &b);
-}
-
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
-                                                                     const cudnnFilterDescriptor_t wDesc,
-                                                                     const cudnnTensorDescriptor_t dyDesc,
-                                                                     const cudnnConvolutionDescriptor_t convDesc,
-                                                                     const cudnnTensorDescriptor_t dxDesc,
-                                                                     cudnnConvolutionBwdDataAlgo_t algo,
-                                                                     size_t *sizeInBytes) {
-    return workspace_size(HB_OP_BWD_DATA, handle, dxDesc, wDesc, convDesc, dyDesc, (int)algo, sizeInBytes);
-}
-
-/* ---- Backward filter: the problem's w is dw, y is dy ---- */
-
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc, const cudnnTensorDescriptor_t diffDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults) {
-    return search(HB_OP_BWD_FILTER, HB_SEARCH_V7, handle, srcDesc, gradDesc, convDesc, diffDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL);
-}
-
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, int requestedAlgoCount,
-    int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults) {
-    return search(HB_OP_BWD_FILTER, HB_SEARCH_FIND, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, NULL);
-}
-
-HB_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnTensorDescriptor_t dyDesc,
-    const void *y, const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void *dw,
-    int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t *perfResults,
-    void *workSpace, size_t workSpaceSizeInBytes) {
-    hb_buffers b = {x, y, dw, workSpace, workSpaceSizeInBytes};
-    return search(HB_OP_BWD_FILTER, HB_SEARCH_FIND_EX, handle, xDesc, dwDesc, convDesc, dyDesc, requestedAlgoCount,
-                  returnedAlgoCount, (hb_perf *)(void *)perfResults, &b);
-}
-
-HB_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
-    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
-    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
-    cudnnConvolutionBwdFilterAlgo_t algo, size_t *sizeInBytes) {
-    return workspace_size(HB_OP_BWD_FILTER, handle, xDesc, gradDesc, convDesc, dyDesc, (int)algo, sizeInBytes);
-}
+#define UC_QUERY(ret, name, params, args)                                                                          \
+    HB_EXPORT ret name params { return HB_##name; }
+#include "hooks.def"

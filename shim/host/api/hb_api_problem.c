@@ -11,7 +11,7 @@ static void fix_unit_strides(int64_t *extent, int64_t **stride, int count, int64
         if (extent[i] == 1 && *stride[i] <= 0) *stride[i] = fallback;
 }
 
-static void fill_tensor(const struct cudnnTensorStruct *d, hb_tensor *t) {
+void hb_tensor_of(const struct cudnnTensorStruct *d, hb_tensor *t) {
     t->n = d->dim[0];
     t->c = d->dim[1];
     t->stride_n = d->stride[0];
@@ -101,8 +101,8 @@ cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct c
 
     p->dtype = x->dtype;
     p->nb_spatial = nb - 2;
-    fill_tensor(x, &p->x);
-    fill_tensor(y, &p->y);
+    hb_tensor_of(x, &p->x);
+    hb_tensor_of(y, &p->y);
     fill_filter(w, &p->w);
     int off = nb == 4 ? 1 : 0;
     for (int i = 0; i < HB_SP; i++) {

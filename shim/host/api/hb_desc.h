@@ -74,6 +74,12 @@ struct cudnnActivationStruct {
     double coef;
 };
 
+/* Every handle and descriptor struct starts with its magic tag. Create: a zeroed object of `size` bytes tagged
+ * `magic` stored at `out` (a pointer to the caller's pointer; NULL: BAD_PARAM). Destroy: NULL is fine, another
+ * kind is BAD_PARAM, the tag is cleared before the memory is freed. */
+cudnnStatus_t hb_object_create(void *out, size_t size, uint32_t magic);
+cudnnStatus_t hb_object_destroy(void *obj, uint32_t magic);
+
 /* Valid (non-NULL, right kind) descriptor checks. */
 static inline int hb_tensor_ok(const struct cudnnTensorStruct *t) { return t && t->magic == HB_MAGIC_TENSOR; }
 static inline int hb_filter_ok(const struct cudnnFilterStruct *f) { return f && f->magic == HB_MAGIC_FILTER; }
@@ -91,6 +97,10 @@ static inline int hb_handle_ok(const struct cudnnContext *h) { return h && h->ma
 cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
                                const struct cudnnConvolutionStruct *conv, const struct cudnnTensorStruct *y,
                                hb_problem *p);
+
+/* A tensor descriptor's extents and element strides as the kernels take them (4-D: D = 1; extent-1 dims get
+ * positive strides). */
+void hb_tensor_of(const struct cudnnTensorStruct *d, hb_tensor *t);
 
 /* Convert a caller's scaling factor: *(double *) for DOUBLE data, *(float *) otherwise. */
 static inline double hb_scale_value(const void *v, cudnnDataType_t dtype) {

@@ -33,21 +33,13 @@ static cudnnStatus_t set_conv(struct cudnnConvolutionStruct *c, int len, const i
 }
 
 HB_EXPORT cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *desc) {
-    if (!desc) return CUDNN_STATUS_BAD_PARAM;
-    struct cudnnConvolutionStruct *c = calloc(1, sizeof *c);
-    if (!c) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    c->magic = HB_MAGIC_CONV;
-    c->groups = 1;
-    *desc = c;
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t st = hb_object_create(desc, sizeof(struct cudnnConvolutionStruct), HB_MAGIC_CONV);
+    if (st == CUDNN_STATUS_SUCCESS) (*desc)->groups = 1;
+    return st;
 }
 
 HB_EXPORT cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t desc) {
-    if (!desc) return CUDNN_STATUS_SUCCESS;
-    if (!hb_conv_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
-    desc->magic = 0;
-    free(desc);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_destroy(desc, HB_MAGIC_CONV);
 }
 
 HB_EXPORT cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t mathType) {
@@ -192,20 +184,11 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolu
 }
 
 HB_EXPORT cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *desc) {
-    if (!desc) return CUDNN_STATUS_BAD_PARAM;
-    struct cudnnActivationStruct *a = calloc(1, sizeof *a);
-    if (!a) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    a->magic = HB_MAGIC_ACT;
-    *desc = a;
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_create(desc, sizeof(struct cudnnActivationStruct), HB_MAGIC_ACT);
 }
 
 HB_EXPORT cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t desc) {
-    if (!desc) return CUDNN_STATUS_SUCCESS;
-    if (!hb_act_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
-    desc->magic = 0;
-    free(desc);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_destroy(desc, HB_MAGIC_ACT);
 }
 
 HB_EXPORT cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t desc, cudnnActivationMode_t mode,

@@ -36,20 +36,11 @@ static cudnnStatus_t set_filter(struct cudnnFilterStruct *f, cudnnDataType_t dt,
 }
 
 HB_EXPORT cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *desc) {
-    if (!desc) return CUDNN_STATUS_BAD_PARAM;
-    struct cudnnFilterStruct *f = calloc(1, sizeof *f);
-    if (!f) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    f->magic = HB_MAGIC_FILTER;
-    *desc = f;
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_create(desc, sizeof(struct cudnnFilterStruct), HB_MAGIC_FILTER);
 }
 
 HB_EXPORT cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc) {
-    if (!desc) return CUDNN_STATUS_SUCCESS;
-    if (!hb_filter_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
-    desc->magic = 0;
-    free(desc);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_destroy(desc, HB_MAGIC_FILTER);
 }
 
 HB_EXPORT cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t dataType,

@@ -129,21 +129,13 @@ static cudnnStatus_t set_formatted(struct cudnnTensorStruct *t, cudnnTensorForma
 }
 
 HB_EXPORT cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc) {
-    if (!desc) return CUDNN_STATUS_BAD_PARAM;
-    struct cudnnTensorStruct *t = calloc(1, sizeof *t);
-    if (!t) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    t->magic = HB_MAGIC_TENSOR;
-    t->vect = 1;
-    *desc = t;
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t st = hb_object_create(desc, sizeof(struct cudnnTensorStruct), HB_MAGIC_TENSOR);
+    if (st == CUDNN_STATUS_SUCCESS) (*desc)->vect = 1;
+    return st;
 }
 
 HB_EXPORT cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc) {
-    if (!desc) return CUDNN_STATUS_SUCCESS;
-    if (!hb_tensor_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
-    desc->magic = 0; /* a second destroy of the same pointer is then caught instead of double-freed, often */
-    free(desc);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_object_destroy(desc, HB_MAGIC_TENSOR);
 }
 
 HB_EXPORT cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format,
