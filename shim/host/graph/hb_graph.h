@@ -195,36 +195,23 @@ static inline int hb_elem_enum(const void *e) { return *(const int32_t *)e; }
 /* ---- per-descriptor-type behaviour (hb_graph_desc.c, hb_graph_build.c, hb_graph_exec.c) ---- */
 /* set: the attribute's name, type and elements already checked against its table entry (type accepted, count in
  * range, elements non-NULL, descriptor elements of the right kind). get: fill *v. */
-cudnnStatus_t hb_tensor_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_tensor_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_tensor_finalize(hb_bd *d);
-cudnnStatus_t hb_conv_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_conv_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_conv_finalize(hb_bd *d);
+#define HB_DESC_BEHAVIOUR(kind)                                                                              \
+    cudnnStatus_t hb_##kind##_set(hb_bd *d, int name, int type, int64_t count, const void *elems);              \
+    cudnnStatus_t hb_##kind##_get(const hb_bd *d, int name, int type, hb_aval *v);                              \
+    cudnnStatus_t hb_##kind##_finalize(hb_bd *d);
+HB_DESC_BEHAVIOUR(tensor)
+HB_DESC_BEHAVIOUR(conv)
+HB_DESC_BEHAVIOUR(op)
+HB_DESC_BEHAVIOUR(graph)
+HB_DESC_BEHAVIOUR(engine)
+HB_DESC_BEHAVIOUR(heur)
+HB_DESC_BEHAVIOUR(cfg)
+HB_DESC_BEHAVIOUR(plan)
+HB_DESC_BEHAVIOUR(vp)
+#undef HB_DESC_BEHAVIOUR
+/* A pointwise descriptor cannot be read back. */
 cudnnStatus_t hb_pw_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
 cudnnStatus_t hb_pw_finalize(hb_bd *d);
-cudnnStatus_t hb_op_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_op_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_op_finalize(hb_bd *d);
-
-cudnnStatus_t hb_graph_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_graph_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_graph_finalize(hb_bd *d);
-cudnnStatus_t hb_engine_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_engine_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_engine_finalize(hb_bd *d);
-cudnnStatus_t hb_heur_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_heur_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_heur_finalize(hb_bd *d);
-cudnnStatus_t hb_cfg_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_cfg_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_cfg_finalize(hb_bd *d);
-cudnnStatus_t hb_plan_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_plan_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_plan_finalize(hb_bd *d);
-cudnnStatus_t hb_vp_set(hb_bd *d, int name, int type, int64_t count, const void *elems);
-cudnnStatus_t hb_vp_get(const hb_bd *d, int name, int type, hb_aval *v);
-cudnnStatus_t hb_vp_finalize(hb_bd *d);
 
 /* ---- shared by the graph files ---- */
 
