@@ -185,10 +185,13 @@ size_t uc_kernel_text(const uc_kernel *k, char *buf, size_t len)
 
 /* ---- plan-cache keys ---- */
 
+_Static_assert(sizeof(uc_ckey) == 32 + sizeof(uc_kernel) && offsetof(uc_ckey, k) == 32, "uc_ckey has no padding");
+
 void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
                   uint64_t deflimit)
 {
-    memset(key, 0, sizeof *key);
+    /* Every byte is a field (no padding: see the assertion above), so the assignments fill the key for bytewise
+     * comparison without clearing it first; k was zero-filled when it was read. */
     key->kind = kind;
     key->n = k->x.dims[0];
     key->policy = policy;
