@@ -204,6 +204,9 @@ def build(out_dir: Path, extra_cflags: tuple[str, ...] = ()) -> list[Path]:
         cflags = [
             "-fvisibility=hidden",
             "-pthread",
+            # Every function on a cache line of its own: the per-call path (the entry, the kernel key, the cache
+            # lookup) then costs the same whatever order the linker lays the files out in (measured: +-8 ns a call).
+            "-falign-functions=64",
             f"-DUCUDNN_VERSION_NUMBER={version_number()}",
             f"-ffile-prefix-map={gen}=gen",
             *extra_cflags,
