@@ -3,8 +3,8 @@
  * run before the framework has loaded cuDNN). All functions come from one library, so descriptors made by one copy
  * are never handed to another: the first source that has cudnnConvolutionForward wins, in the order
  *   1. dlsym(RTLD_NEXT): the library the program linked against, behind us in the global scope;
- *   2. the library an intercepted dlsym found a hooked name in (uc_dlsym.c): a framework that dlopens cuDNN
- *      RTLD_LOCAL and looks every function up on its handle (JAX/XLA, ONNX Runtime, PaddlePaddle);
+ *   2. the library an intercepted dlsym found a hooked name in (recorded in uc_lookup.c): a framework that
+ *      dlopens cuDNN RTLD_LOCAL and looks every function up on its handle (JAX/XLA, ONNX Runtime, PaddlePaddle);
  *   3. dlopen(libcudnn.so.9 / .8, RTLD_NOLOAD): a copy already loaded RTLD_LOCAL (torch does this, and then
  *      RTLD_NEXT finds nothing);
  *   4. dlopen(UCUDNN_REAL_LIBCUDNN): an explicit path.

@@ -7,8 +7,9 @@
  * and reached through a handful of dlsym'd functions declared here with opaque types. No libsqlite3, no file,
  * a file that is not a ucudnn cache: the tier is unavailable, never an error. One read-only connection per
  * lookup (a lookup only happens on a plan-cache miss), so threads share nothing but the library handle.
- * Parameterised SQL only. What a row holds is parsed strictly here and then validated by uc_plan.c exactly like
- * a planner's reply (sizes, algorithms, the real library's workspace, determinism) before it is ever executed.
+ * Parameterised SQL only. What a row holds is parsed strictly here and then validated by the caller
+ * (legacy/uc_planning.c) exactly like a planner's reply (sizes, algorithms, the real library's workspace,
+ * determinism) before it is ever executed.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -359,7 +360,7 @@ static int read_row(uc_sqlite3_stmt *st, const ucudnn_plan_request *req, ucudnn_
     /* validate() rejects a negative, infinite or NaN time; keep what the row says as far as a float can. */
     rep->time_ms = t > 3.0e38 ? 3.0e38f : (float)t;
     rep->workspace_bytes = (unsigned long long)ws > (unsigned long long)SIZE_MAX ? SIZE_MAX : (size_t)ws;
-    rep->deterministic = 0; /* uc_plan.c asks the real library */
+    rep->deterministic = 0; /* the caller asks the real library */
     return 0;
 }
 

@@ -214,7 +214,7 @@ uc_gmap_ent *uc_gmap_find(const uc_gmap *m, const void *key);
 int uc_gmap_put(uc_gmap *m, uc_gmap_ent *e); /* e->key set, not present yet: 0, or -1 (memory short) */
 uc_gmap_ent *uc_gmap_take(uc_gmap *m, const void *key);
 
-/* ---- a plan's resolved graph (uc_graph.c) and its micro-batched execution (uc_graph_split.c) ---- */
+/* ---- a plan's resolved graph (uc_graph_resolve.c) ---- */
 
 #define UC_G_MAX_OPS 8
 #define UC_G_MAX_TENSORS 24
