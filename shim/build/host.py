@@ -9,6 +9,8 @@ from pathlib import Path
 from native import SHIM, link_shared
 
 SONAME = "libcudnn.so.9"
+# The host backend's folders beside its contract (hb_internal.h).
+PARTS = ("kernels", "api", "graph")
 
 
 def _openblas_lib() -> Path:
@@ -28,7 +30,7 @@ def _openblas_license_files() -> list[Path]:
 
 
 def build(out_dir: Path) -> list[Path]:
-    sources = sorted((SHIM / "host").glob("*.c"))
+    sources = sorted((SHIM / "host").rglob("*.c"))
     if not sources:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,8 @@ def build(out_dir: Path) -> list[Path]:
         sources,
         out_dir / SONAME,
         soname=SONAME,
-        include_dirs=[SHIM / "host"],
+        # shim/ for hooks.def, the list the API files define their convolution calls from.
+        include_dirs=[SHIM, SHIM / "host", *(SHIM / "host" / part for part in PARTS)],
         cflags=["-O3", "-fvisibility=hidden", "-pthread"],
         ldflags=[f"-L{out_dir}", "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined", "-pthread"],
         libs=["scipy_openblas", "m"],

@@ -38,8 +38,32 @@ def compiler() -> list[str]:
 
 
 def run(cmd: list[str]) -> None:
-    print("ucudnn-build:", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    # One write per line: compile_objects runs several at once.
+    print("ucudnn-build: " + " ".join(shlex.quote(c) for c in cmd) + "\n", end="", flush=True)
     subprocess.run(cmd, check=True)
+
+
+def compile_objects(
+    units: list[tuple[Path, list[Path]]], obj_dir: Path, cflags: list[str] | None = None
+) -> list[Path]:
+    """Compile each (source, include folders) unit into ``obj_dir`` (in parallel); the objects, in the units' order.
+
+    Each unit sees only its own include folders (and the public headers): a layer compiled without an upper layer's
+    folder cannot include that layer's header.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> Path:
+        source, include_dirs = units[i]
+        obj = obj_dir / f"{i:03d}_{source.stem}.o"
+        cmd = compiler() + CFLAGS + list(cflags or [])
+        for inc in [INCLUDE, *include_dirs]:
+            cmd += ["-I", str(inc)]
+        run([*cmd, "-c", "-o", str(obj), str(source)])
+        return obj
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(len(units))))
 
 
 def link_shared(
@@ -52,7 +76,7 @@ def link_shared(
     ldflags: list[str] | None = None,
     libs: list[str] | None = None,
 ) -> Path:
-    """Compile ``sources`` and link them into the shared library ``output`` in one compiler call."""
+    """Compile ``sources`` (or take objects) and link them into the shared library ``output`` in one compiler call."""
     output.parent.mkdir(parents=True, exist_ok=True)
     # Link to a temporary name and rename over the target: a process that has the old library mapped keeps
     # its inode instead of seeing the file rewritten under it (SIGBUS).

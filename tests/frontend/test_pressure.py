@@ -2,7 +2,7 @@
 slower -- driven by the real cudnn_frontend in PyTorch 2.11's order (both benchmark modes) and the v1 graph API.
 
 The simulated caching allocator holds CAPACITY bytes, and UCUDNN_HOST_DEVICE_MEMORY says the same to the preload
-library (on a GPU the driver's free memory would; see shim/uc_memory.c). Times are the host backend's model clock
+library (on a GPU the driver's free memory would; see shim/core/uc_memory.c). Times are the host backend's model clock
 (UCUDNN_HOST_TIMING=model): the same every run, with the host's honest trade-off (workspace-hungry engines faster,
 a per-call cost, a small batch below peak rate). ``python -m tests.frontend.pressure`` shows the same on the wall
 clock.

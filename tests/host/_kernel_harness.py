@@ -1,6 +1,6 @@
 """A private ctypes harness over the host backend's compute kernels, below the cuDNN API layer.
 
-It compiles the kernel files (shim/host/hb_kern*.c, hb_fwd*.c, hb_bwd_data*.c, hb_bwd_filter*.c) with
+It compiles the kernel files (shim/host/kernels/hb_kern*.c, hb_fwd*.c, hb_bwd_data*.c, hb_bwd_filter*.c) with
 tests/host/kernel_driver.c into a throw-away shared library (cached by a hash of the sources) and runs any
 algorithm on NumPy arrays of any strides. The arrays' logical shape and strides are the descriptors: tensors are
 ``(N, C, [D,] H, W)``, filters ``(K, C/groups, [T,] R, S)``, as in ``ucudnn.testing``.
@@ -22,6 +22,7 @@ from ._cbuild import cached_library
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "shim" / "host"
+KERNELS = HOST / "kernels"
 DRIVER = Path(__file__).with_name("kernel_driver.c")
 
 FWD, BWD_DATA, BWD_FILTER = 0, 1, 2
@@ -36,7 +37,7 @@ _I64x10 = ctypes.c_int64 * 10
 
 def _sources() -> list[Path]:
     pats = ("hb_kern*.c", "hb_fwd*.c", "hb_bwd_data*.c", "hb_bwd_filter*.c")
-    return [*sorted({p for pat in pats for p in HOST.glob(pat)}), DRIVER]
+    return [*sorted({p for pat in pats for p in KERNELS.glob(pat)}), DRIVER]
 
 
 def build() -> Path:
@@ -45,8 +46,9 @@ def build() -> Path:
 
     blas_dir = Path(scipy_openblas32.get_lib_dir())
     srcs = _sources()
-    headers = sorted(HOST.glob("*.h")) + sorted((ROOT / "shim" / "include").rglob("*.h"))
-    args = ["-O3", "-pthread", "-I", str(ROOT / "shim" / "include"), "-I", str(HOST), *map(str, srcs)]
+    headers = sorted(HOST.rglob("*.h")) + sorted((ROOT / "shim" / "include").rglob("*.h"))
+    args = ["-O3", "-pthread", "-I", str(ROOT / "shim" / "include"), "-I", str(HOST), "-I", str(KERNELS)]
+    args += map(str, srcs)
     args += [f"-L{blas_dir}", f"-Wl,-rpath,{blas_dir}", "-lscipy_openblas", "-lm"]
     return cached_library("hbkern", srcs + headers, args)
 

@@ -1,6 +1,6 @@
 """Every compute kernel of the host backend on HALF and BFLOAT16 data against the NumPy reference.
 
-16-bit data is computed in float and rounded to 16 bits on store (see shim/host/hb_kern.h). The reference reads
+16-bit data is computed in float and rounded to 16 bits on store (see shim/host/kernels/hb_kern.h). The reference reads
 the same 16-bit inputs exactly (bfloat16 travels as uint16 bit patterns, ``ucudnn.testing.BFLOAT16``) and
 computes in float64, so the differences are the output rounding: ``ucudnn.testing.tolerance`` --
 float16 rtol 1e-3 with atol 5e-3 x max|expected|, bfloat16 rtol 8e-3 with atol 2e-2 x max|expected| (the

@@ -1,4 +1,4 @@
-"""The rule that decides a check of a new micro-batched plan (uc_trial, shim/uc_verify.c), fed with chosen
+"""The rule that decides a check of a new micro-batched plan (uc_trial, shim/core/uc_trial.c), fed with chosen
 timings by tests/preload/c/trial_probe.c: a plan is kept only when it wins clearly and consistently.
 
 Was: the medians of S = 3 timings per side decided, so on a busy machine a plan slower than the undivided choice
@@ -20,8 +20,8 @@ from .conftest import C_DIR, ROOT, compile_c
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bin") / "trial_probe"
-    return compile_c(C_DIR / "trial_probe.c", ROOT / "shim" / "uc_verify.c", output=out, link_cudnn=False,
-                     extra=("-I", str(ROOT / "shim"), "-lm"))  # fmt: skip
+    return compile_c(C_DIR / "trial_probe.c", ROOT / "shim" / "core" / "uc_trial.c", output=out, link_cudnn=False,
+                     extra=("-I", str(ROOT / "shim"), "-I", str(ROOT / "shim" / "core"), "-lm"))  # fmt: skip
 
 
 def decide(probe: Path, times: list[float | str], samples: int = 3, margin: float = 0.02) -> dict[str, int]:

@@ -20,9 +20,9 @@ from .test_descriptors import _real_libcudnn
 pytestmark = pytest.mark.realcudnn
 
 PROBE = Path(__file__).with_name("graph_probe.py")
-UC_GRAPH_H = Path(__file__).resolve().parents[2] / "shim" / "uc_graph.h"
+UC_GRAPH_H = Path(__file__).resolve().parents[2] / "shim" / "graph" / "uc_graph.h"
 
-# The shim's names for cuDNN's enum values (shim/uc_graph.h), by prefix.
+# The shim's names for cuDNN's enum values (shim/graph/uc_graph.h), by prefix.
 PREFIXES = {
     "UC_BK_OP_": "CUDNN_BACKEND_OPERATION_",
     "UC_BK_": "CUDNN_BACKEND_",

@@ -1,6 +1,7 @@
 /*
- * The check's decision rule (uc_trial in shim/uc_verify.c), fed with chosen timings: compiled together with
- * uc_verify.c (-I shim), with stubs for the few shim functions it uses. Usage: trial_probe S MARGIN T0 T1 T2 ...
+ * The check's decision rule (uc_trial in shim/core/uc_trial.c), fed with chosen timings: compiled together with
+ * uc_trial.c (-I shim -I shim/core), with stubs for the few shim functions it uses.
+ * Usage: trial_probe S MARGIN T0 T1 T2 ...
  * where T<i> is the time of execution i (even: the plan, odd: the undivided choice; 0 and 1 warm up), or "fail"
  * for an execution that failed. Executions are fed until the trial decides; prints one JSON line: how many
  * executions it took and what it kept.
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uc_internal.h"
+#include "uc_core.h"
 
 static int samples;
 static double margin;
@@ -22,8 +23,6 @@ int uc_mark_read(uc_mark *m, double *ms)
     return 1;
 }
 void uc_mark_drop(uc_mark *m) { (void)m; }
-void uc_plan_ref(uc_plan *p) { (void)p; }
-void uc_plan_release(uc_plan *p) { (void)p; }
 
 int main(int argc, char **argv)
 {

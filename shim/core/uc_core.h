@@ -1,0 +1,320 @@
+/*
+ * The core of the preload library (libucudnn.so): what both of its paths, the legacy hooks (legacy/) and the
+ * graph-API hooks (graph/), stand on. Nothing here knows either path.
+ *
+ * Files, bottom up: uc_log.c (the log, the counters, the string builder), uc_config.c (UCUDNN_* variables),
+ * uc_lookup.c (the shim's own symbol lookups) and uc_identity.c (a library's build identity), uc_resolve.c (the
+ * real library, statuses, the per-thread guard), uc_device.c (free memory, clocks, the per-call cost),
+ * uc_planner_source.c (finding the planner), uc_memory.c (what the framework can allocate, the planning limit),
+ * uc_trial.c (the rule that decides a check on real executions), uc_store.c (plans stored in the SQLite cache),
+ * uc_planner.c (asking the planner, its benchmarks, its recorder).
+ */
+#ifndef UC_CORE_H
+#define UC_CORE_H
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ucudnn/cudnn_abi.h"
+#include "ucudnn/ucudnn.h"
+
+#define UC_EXPORT __attribute__((visibility("default")))
+/* Rows asked of the real Find/Get: cuDNN may list an algorithm once per math type, so well over the enum count. */
+#define UC_MAX_ROWS 64
+
+/* ---- logging, counters, the string builder (uc_log.c) ---- */
+
+enum { UC_LOG_ERROR = 0, UC_LOG_WARNING = 1, UC_LOG_INFO = 2, UC_LOG_DEBUG = 3 };
+void uc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An untagged line shown unless UCUDNN_LOG_LEVEL=error (the exit summary). */
+void uc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* UCUDNN_LOG_LEVEL as the configuration parsed it (uc_config.c). */
+void uc_log_set_level(int level);
+
+typedef struct {
+    atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
+        planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
+        exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
+        graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
+        graph_micro_batches, graph_verified, graph_rejected_by_measurement, graph_offers, plan_evictions,
+        startup_passthrough,
+        /* dlsym lookups of hooked names answered with the hook; found in another copy of cuDNN (passed through) */
+        dlsym_hooked, dlsym_other_cudnn,
+        /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
+         * undivided choices in the same workspaces, the largest workspace a plan ran in */
+        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace,
+        /* executions that ran micro-batched as the plan side of a check (counted in divided_calls too); the
+         * executions whose workspace the program's offer bounded or an explicit per-kernel limit did, and the
+         * largest workspace offered; algorithm lists made under an explicit limit, and those it shaped */
+        verify_divided_calls, caller_bound_calls, limit_bound_calls, max_offered_workspace, limit_lists,
+        limit_bound_lists,
+        /* checks of new plans begun (those not counted in `verified` by the end never finished) */
+        checks_started;
+} uc_stats;
+#define UC_COUNT_MAX(field, v)                                                                                   \
+    do {                                                                                                         \
+        unsigned long long v_ = (unsigned long long)(v), o_ = atomic_load(&uc_stat.field);                     \
+        while (v_ > o_ && !atomic_compare_exchange_weak(&uc_stat.field, &o_, v_)) {                            \
+        }                                                                                                        \
+    } while (0)
+extern uc_stats uc_stat;
+#define UC_COUNT(field, v) atomic_fetch_add_explicit(&uc_stat.field, (unsigned long long)(v), memory_order_relaxed)
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} uc_sb;
+void uc_sb_printf(uc_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void uc_sb_json_string(uc_sb *sb, const char *s);
+/* The built string (caller frees), or NULL if an allocation failed. */
+char *uc_sb_take(uc_sb *sb);
+
+/* ---- configuration (uc_config.c; the table is generated from ucudnn/config.py) ---- */
+
+/* UCUDNN_DISABLE, or a bad UCUDNN_* value in the environment (that also disables). */
+int uc_cfg_disabled(void);
+/* UCUDNN_DEFAULT_WORKSPACE_LIMIT: SIZE_MAX when `auto` (uc_cfg_limit_auto). */
+size_t uc_cfg_default_limit(void);
+int uc_cfg_limit_auto(void);
+/* Stored for `auto` (no size parses to it: sizes are checked against it). */
+#define UC_LIMIT_AUTO ULLONG_MAX
+/* "No limit" as the planner and the SQLite cache see it (signed 64-bit there). */
+#define UC_UNLIMITED ((size_t)INT64_MAX)
+int uc_cfg_verify_samples(void);   /* UCUDNN_VERIFY_SAMPLES */
+int uc_cfg_deterministic(void);    /* UCUDNN_DETERMINISTIC: every request asks for determinism */
+double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
+size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
+size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
+/* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
+size_t uc_cfg_total_workspace(void);
+/* The cap on the caller's workspace at execution and Find*Ex: the budget under Workspace Division, an explicit
+ * per-kernel limit, else (auto) UC_UNLIMITED -- the caller's workspace is the limit. */
+size_t uc_cfg_exec_cap(void);
+int uc_cfg_policy(void);                 /* index into the policy choices */
+const char *uc_cfg_policy_name(int policy);
+int uc_cfg_policy_undivided(void);       /* the index of `undivided` */
+/* Copy a PATH/STRING variable's current value into buf (NUL-terminated); returns its length. */
+size_t uc_cfg_string(int var, char *buf, size_t len);
+int uc_cfg_set(const char *name, const char *value); /* ucudnn_set_option */
+
+/* ---- the shim's own lookups (uc_lookup.c) ---- */
+
+/*
+ * The real dlsym (libc's, found with dlvsym(RTLD_NEXT)). Every lookup the shim makes itself goes through it: the
+ * exported dlsym would hand the shim its own hooks back. Declared below with an error attribute, so a plain
+ * dlsym call in the shim does not compile (uc_lookup.c, which finds libc's, is the one exception).
+ */
+typedef void *(*uc_dlsym_fn)(void *, const char *);
+void *uc_dlsym(void *handle, const char *name);
+/* libc's dlsym itself (NULL in a libc without one). */
+uc_dlsym_fn uc_dlsym_libc(void);
+#ifndef UC_DLSYM_IMPL
+void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks symbols up with uc_dlsym")));
+#endif
+/* A real function an intercepted dlsym found in a libcudnn.so* library (the first recorded), else NULL: where
+ * the resolver learns which library a framework that dlopens cuDNN loaded. */
+void uc_dlsym_record(void *sym);
+void *uc_dlsym_recorded(void);
+
+/* ---- the real library (uc_resolve.c, uc_identity.c) ---- */
+
+typedef struct {
+#define UC_FIELD(ret, name, params, args) ret(*name) params;
+#define UC_EXEC UC_FIELD
+#define UC_QUERY UC_FIELD
+#define UC_BACKEND UC_FIELD
+#define UC_REAL UC_FIELD
+#define UC_OPT UC_FIELD
+#include "hooks.def"
+#undef UC_EXEC
+#undef UC_QUERY
+#undef UC_BACKEND
+#undef UC_REAL
+#undef UC_OPT
+#undef UC_FIELD
+    int found;        /* a real library was found (cudnnConvolutionForward resolved) */
+    int descriptors;  /* every UC_REAL function resolved: keys can be read and descriptors cloned */
+    int major;        /* cuDNN major version of the real library (9 if unknown) */
+    size_t version;   /* cudnnGetVersion() of the real library, 0 if unknown */
+    char path[PATH_MAX]; /* file of the real library, "" if unknown */
+    char build[48];      /* its identity beside the version (uc_library_build), not its path */
+} uc_real_table;
+
+/* The identity of the loaded library file `path` for cache keys: "id:<GNU build-id in hex>" read from its loaded
+ * image, else "size:<bytes of the file>", else "unknown". Copies of one library at different paths (a new
+ * virtual environment, a reinstall) get the same identity. */
+void uc_library_build(const char *path, char *out, size_t len);
+
+/* The real functions, resolved at the first call and, while no real library is found, again at later calls (a
+ * framework may load cuDNN after its first hooked call: TensorFlow's stubs); once found, never again. Never
+ * NULL; fields may be. */
+const uc_real_table *uc_real(void);
+/* The table when something has already looked the real library up, else NULL (nothing is looked up). */
+const uc_real_table *uc_real_if_resolved(void);
+/* uc_real() without waiting: NULL while another thread is resolving (the intercepted dlsym never blocks on it). */
+const uc_real_table *uc_real_try(void);
+/* The table if a real library has been found, else NULL (nothing is looked up). */
+const uc_real_table *uc_real_found(void);
+/* Say (once) that a call fails for want of a real library, and where it was looked for. */
+void uc_real_missing(void);
+/* The hooked function `name`'s definition as its caller would have bound it without the preload library (the
+ * calling object's own or its dependencies'), when the real library is not found: TensorFlow's exported stubs,
+ * which load cuDNN themselves. NULL if none, or if it is ours. `caller`: a return address into the caller. */
+void *uc_callers_own(const char *name, const void *caller);
+
+/*
+ * Per-thread guard: > 0 while this thread is inside the shim's own calls into the real library or the planner.
+ * A hooked entry reached with the guard up goes straight to the real function, so the shim never intercepts
+ * itself (the real library calling its own exports through the PLT, a planner calling cuDNN).
+ * Initial-exec TLS: no __tls_get_addr on the hot path and no DT_NEEDED on the dynamic loader; 4 bytes fit the
+ * static TLS surplus glibc keeps for libraries that are dlopened rather than preloaded.
+ */
+extern __thread int uc_guard __attribute__((tls_model("initial-exec")));
+
+enum uc_status_kind { UC_ST_NOT_INITIALIZED, UC_ST_BAD_PARAM, UC_ST_NOT_SUPPORTED, UC_ST_INTERNAL, UC_ST_ALLOC };
+/* Destroy a tensor descriptor of the real library's (NULL: nothing). */
+void uc_tensor_destroy(cudnnTensorDescriptor_t desc);
+/* A status the shim produces itself, in the numbering of the library it forwards to (cuDNN 8 or 9). */
+int uc_status(enum uc_status_kind kind);
+/* 1 if `status` says the call was refused for its arguments (bad param / not supported): nothing ran. */
+int uc_status_refused(int status);
+
+/* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
+
+/* Free device memory (driver API, *gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY (*gpu = 0), else 0 (unknown). */
+size_t uc_device_free_memory(int *gpu);
+enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
+int uc_clock_kind(void);
+/* Scratch memory for benchmarks at planning time: device memory on a GPU, zeroed host memory on the host
+ * backend; NULL when short. uc_device_sync waits for the device (planning time only). */
+void *uc_scratch_alloc(size_t bytes);
+void uc_scratch_free(void *p);
+void uc_device_sync(void);
+/* 1 when the handle's stream is being captured into a CUDA graph (see uc_device.c). */
+int uc_stream_capturing(cudnnHandle_t handle);
+/* One timed stretch of calls on a handle's stream. */
+typedef struct {
+    int kind, done;
+    double t0, ms;
+    void *ev0, *ev1; /* CUDA events (UC_CLOCK_CUDA) */
+    cudaStream_t stream;
+} uc_mark;
+/* Start and stop a mark around the calls; 0, or -1 when the clock cannot be used (nothing to drop then). */
+int uc_mark_start(uc_mark *m, cudnnHandle_t handle);
+int uc_mark_stop(uc_mark *m);
+/* 1 with *ms when the stretch has completed, 0 not yet (its events are still pending), -1 failed. Never waits. */
+int uc_mark_read(uc_mark *m, double *ms);
+void uc_mark_drop(uc_mark *m);
+/* The host cost of one call, measured on the handle (see uc_device.c). 0 or a cuDNN status. */
+int uc_probe_call_cost(cudnnHandle_t handle, double *ms);
+
+/* ---- what the framework can allocate (uc_memory.c) ---- */
+
+/* What the framework can allocate for a workspace (uc_memory.c): the free device memory plus what the framework's
+ * caching allocator holds unused (the registered framework source: PyTorch's reserved - allocated), rounded
+ * down to 64 MiB on a GPU; 0 when unknown. The one rule of the legacy path's Get/Find bound and the graph path's
+ * offers. */
+size_t uc_framework_memory(void);
+/* ucudnn_set_framework_source. */
+void uc_framework_source_set(ucudnn_framework_fn source);
+/* The same, and in *deterministic whether the framework (or UCUDNN_DETERMINISTIC) asks for determinism. */
+size_t uc_framework_state(int *deterministic);
+/*
+ * The limit a kernel is planned under when the caller gives none (Get/Find, workspace queries): the whole budget
+ * under Workspace Division (the planner then caps each kernel at its share of it), an explicit per-kernel limit,
+ * else (auto) what the framework can allocate when known (uc_framework_memory), else UC_UNLIMITED.
+ */
+size_t uc_planning_limit(void);
+
+/* ---- checking a new plan on real executions: the rule (uc_trial.c) ---- */
+
+/* A trial: the first 2 * (S + 1) executions alternate between side a (a new plan, even slots) and side b (the
+ * undivided choice, odd slots), S = UCUDNN_VERIFY_SAMPLES; each side's first execution warms up. Pairs that
+ * disagree add 2 * S slots once (uc_trial.c). Not locked: its owner serialises the calls. */
+#define UC_TRIAL_MAX_SAMPLES 32
+#define UC_TRIAL_MAX_SLOTS (2 * (UC_TRIAL_MAX_SAMPLES + 1))
+typedef struct {
+    int slots, issued, settled, samples, extended;
+    int state[UC_TRIAL_MAX_SLOTS];
+    uc_mark marks[UC_TRIAL_MAX_SLOTS];
+    double ms[UC_TRIAL_MAX_SLOTS];
+} uc_trial;
+/* 0, or -1 when checks are off (UCUDNN_VERIFY_SAMPLES=0). */
+int uc_trial_init(uc_trial *t);
+/* The median of n >= 1 values (sorts xs in place). */
+double uc_median(double *xs, int n);
+void uc_trial_drop(uc_trial *t);
+/* The slot this execution fills (>= 0: time it, then uc_trial_end) and its side (*side_b), or -1: untimed. */
+int uc_trial_begin(uc_trial *t, int *side_b);
+/* The execution of `slot` ended: `m` its stopped mark (NULL if it could not be timed), ok 0 if it failed. */
+void uc_trial_end(uc_trial *t, int slot, const uc_mark *m, int ok);
+/* 1 (once) when every timed execution has been read and the pairs settle it: the medians, the samples per side
+ * and whether side a won (see uc_trial.c); 0 while executions are pending or the trial was just extended. Never
+ * waits. */
+int uc_trial_verdict(uc_trial *t, double *a_ms, double *b_ms, int *samples, int *kept);
+
+/* ---- asking the planner (uc_planner_source.c finds it, uc_planner.c asks it) ---- */
+
+/* The planner to use now (finding it at the first call). While another thread is still looking, waits for it (at
+ * most 60 s), except where this thread may hold the Python GIL (that thread may want it): then NULL with
+ * *transient set, and the caller passes the call through uncached (counted as startup_passthrough). */
+ucudnn_planner_fn uc_get_planner(int *transient);
+/* ucudnn_set_planner (the old planner returned) and ucudnn_set_recorder. */
+ucudnn_planner_fn uc_planner_set(ucudnn_planner_fn planner);
+void uc_recorder_set(ucudnn_recorder_fn recorder);
+/* 1 when a Python interpreter runs in this process (a Python host, or the embedded planner's once started). */
+int uc_python_host(void);
+/* The recorder of verdicts the planner registered (ucudnn_set_recorder), or NULL. */
+ucudnn_recorder_fn uc_get_recorder(void);
+
+/* device name + real library version + backend, as the planner's requests carry it */
+#define UC_BACKEND_ID_MAX (PATH_MAX + 300)
+void uc_backend_id(char *buf, size_t len);
+/* A request with the storage its backend id points to (never copied: req.backend_id points into it). */
+typedef struct {
+    ucudnn_plan_request req;
+    char backend[UC_BACKEND_ID_MAX];
+} uc_request;
+/* Fill a request for kernel `key` (UCUDNN_OP_* op) at N = batch under `limit`; bench_ctx is set when asked. */
+void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t limit, int policy, int det,
+                     int algo_count);
+/* What a request is about, for the benchmarks the planner runs meanwhile: a legacy call or a graph-API
+ * convolution, its handle (the call-cost probe), its N, and its path's benchmark at `batch` samples (0 or a
+ * status, rows in `rows`, at most `cap`). */
+typedef struct {
+    const void *subject;
+    int (*bench)(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n);
+    cudnnHandle_t handle;
+    int64_t batch;
+} uc_bench_subject;
+/* Call `planner` on r (its bench_ctx set to a fresh token), with `subject` benchmarkable meanwhile: the planner's
+ * return code (see ucudnn_planner_fn). Counted as planner_calls. */
+int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep);
+/* ucudnn_benchmark and ucudnn_measure_call_cost: the live request of token `ctx` benchmarked. */
+int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+int uc_bench_call_cost(void *ctx, double *ms);
+
+/* Report the outcome of a check (backend_id filled here) to the planner's recorder, which stores it in the
+ * SQLite cache so later runs skip the check. */
+void uc_record_verdict(ucudnn_verdict *v);
+
+/* ---- plans stored in the SQLite cache (uc_store.c) ---- */
+
+/*
+ * The plan ucudnn/cache.py stored for this request (same key, backend id, N and policy; the same determinism,
+ * else a deterministic plan for a request that does not ask for one): the row at exactly its limit, else the
+ * one planned under the largest smaller limit whose workspace fits this one.
+ * Read-only; libsqlite3 is dlopened at the first call. Returns 0 with rep's count, micro_batches, time_ms and
+ * workspace_bytes filled (deterministic 0: not stored; the caller asks the real library), 1 if nothing is stored,
+ * 2 if the cache cannot be read (no libsqlite3, no file, not a ucudnn cache: said once), 3 if the row is
+ * malformed (`why` says how). `where` gets the cache's path ("" if none). Nothing here is validated against the
+ * real library: the caller validates the reply like a planner's.
+ */
+int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char *where, size_t where_len,
+                    char *why, size_t why_len);
+
+#endif /* UC_CORE_H */

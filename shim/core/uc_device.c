@@ -1,0 +1,317 @@
+/*
+ * What the shim learns about the device it runs on: free memory, a clock for executions, and the host cost of
+ * one call.
+ *
+ * Nothing here links against CUDA: the driver API (libcuda.so.1) is used only when the process has already
+ * loaded it (dlopen RTLD_NOLOAD), with a current context. Three clocks, picked once per process:
+ *   - model: the host backend under UCUDNN_HOST_TIMING=model exports a per-thread clock that advances by the
+ *     modelled time of every execution (deterministic, for tests);
+ *   - cuda:  CUDA events recorded on the handle's stream around the calls; read later, when the events have
+ *     completed (cuEventQuery), never by synchronising the host with the device;
+ *   - wall:  the monotonic clock around the calls (the host backend's calls are synchronous).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "uc_core.h"
+
+/* ---- the driver API, when the process has it ---- */
+
+typedef int (*cu_ctx_get_current_fn)(void **);
+typedef int (*cu_mem_get_info_fn)(size_t *, size_t *);
+typedef int (*cu_event_create_fn)(void **, unsigned);
+typedef int (*cu_event_record_fn)(void *, void *);
+typedef int (*cu_event_query_fn)(void *);
+typedef int (*cu_event_elapsed_fn)(float *, void *, void *);
+typedef int (*cu_event_destroy_fn)(void *);
+typedef int (*cu_mem_alloc_fn)(unsigned long long *, size_t);
+typedef int (*cu_mem_free_fn)(unsigned long long);
+typedef int (*cu_ctx_sync_fn)(void);
+typedef int (*cu_stream_is_capturing_fn)(void *, int *);
+
+static struct {
+    cu_ctx_get_current_fn ctx_get_current;
+    cu_mem_get_info_fn mem_get_info;
+    cu_event_create_fn event_create;
+    cu_event_record_fn event_record;
+    cu_event_query_fn event_query;
+    cu_event_elapsed_fn event_elapsed;
+    cu_event_destroy_fn event_destroy;
+    cu_mem_alloc_fn mem_alloc;
+    cu_mem_free_fn mem_free;
+    cu_ctx_sync_fn ctx_sync;
+    int usable; /* every function above resolved */
+    cu_stream_is_capturing_fn stream_is_capturing; /* optional */
+} cu;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+#define CU_SUCCESS 0
+
+static void *sym(void *handle, const char *name)
+{
+    return handle ? uc_dlsym(handle, name) : NULL;
+}
+
+static void find_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (!h)
+        return;
+    void *p[10] = {sym(h, "cuCtxGetCurrent"),  sym(h, "cuMemGetInfo_v2"),    sym(h, "cuEventCreate"),
+                   sym(h, "cuEventRecord"),    sym(h, "cuEventQuery"),       sym(h, "cuEventElapsedTime"),
+                   sym(h, "cuEventDestroy_v2"), sym(h, "cuMemAlloc_v2"),     sym(h, "cuMemFree_v2"),
+                   sym(h, "cuCtxSynchronize")};
+    int all = 1;
+    for (int i = 0; i < 10; i++)
+        all = all && p[i];
+    if (!all)
+        return;
+    memcpy(&cu.ctx_get_current, &p[0], sizeof p[0]);
+    memcpy(&cu.mem_get_info, &p[1], sizeof p[1]);
+    memcpy(&cu.event_create, &p[2], sizeof p[2]);
+    memcpy(&cu.event_record, &p[3], sizeof p[3]);
+    memcpy(&cu.event_query, &p[4], sizeof p[4]);
+    memcpy(&cu.event_elapsed, &p[5], sizeof p[5]);
+    memcpy(&cu.event_destroy, &p[6], sizeof p[6]);
+    memcpy(&cu.mem_alloc, &p[7], sizeof p[7]);
+    memcpy(&cu.mem_free, &p[8], sizeof p[8]);
+    memcpy(&cu.ctx_sync, &p[9], sizeof p[9]);
+    void *capturing = sym(h, "cuStreamIsCapturing");
+    memcpy(&cu.stream_is_capturing, &capturing, sizeof capturing);
+    cu.usable = 1;
+}
+
+/* 1 when the driver API is in the process and this thread has a current context. */
+static int cuda_ready(void)
+{
+    pthread_once(&cu_once, find_driver);
+    void *ctx = NULL;
+    return cu.usable && cu.ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
+}
+
+/* The device's free memory as the driver reports it (*gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY, the host backend's
+ * stand-in (*gpu = 0), else 0 (unknown). What a framework can allocate builds on it (uc_memory.c). */
+size_t uc_device_free_memory(int *gpu)
+{
+    size_t free_bytes = 0, total = 0;
+    *gpu = 0;
+    if (cuda_ready() && cu.mem_get_info(&free_bytes, &total) == CU_SUCCESS && free_bytes > 0) {
+        *gpu = 1;
+        return free_bytes;
+    }
+    size_t stand_in = uc_cfg_host_device_memory();
+    return stand_in < UC_UNLIMITED ? stand_in : UC_UNLIMITED;
+}
+
+/* 1 when the handle's stream is being captured into a CUDA graph (or that cannot be ruled out on a GPU): then
+ * the checks on real executions neither record nor query events, which would be captured or, in the global
+ * capture mode, invalidate the capture. 0 off the GPU. */
+int uc_stream_capturing(cudnnHandle_t handle)
+{
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        return 0;
+    cudaStream_t stream = NULL;
+    int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+    if (!cu.stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        cu.stream_is_capturing(stream, &status) != CU_SUCCESS)
+        return 1;
+    return status != 0;
+}
+
+/* ---- scratch memory for benchmarks (planning time) ---- */
+
+void *uc_scratch_alloc(size_t bytes)
+{
+    if (uc_clock_kind() != UC_CLOCK_CUDA) {
+        /* 256-byte aligned, as cudaMalloc's are: tensors declare byte alignments the library checks. */
+        size_t rounded = (bytes + 255) / 256 * 256;
+        void *p = aligned_alloc(256, rounded ? rounded : 256);
+        if (p)
+            memset(p, 0, rounded ? rounded : 256);
+        return p;
+    }
+    unsigned long long dev = 0;
+    return cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS ? (void *)(uintptr_t)dev : NULL;
+}
+
+void uc_scratch_free(void *p)
+{
+    if (!p)
+        return;
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        free(p);
+    else
+        cu.mem_free((unsigned long long)(uintptr_t)p);
+}
+
+void uc_device_sync(void)
+{
+    if (uc_clock_kind() == UC_CLOCK_CUDA)
+        cu.ctx_sync();
+}
+
+/* ---- clocks ---- */
+
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+int uc_clock_kind(void)
+{
+    const uc_real_table *r = uc_real();
+    if (r->ucudnn_host_timing_model && r->ucudnn_host_model_clock_ms && r->ucudnn_host_timing_model())
+        return UC_CLOCK_MODEL;
+    if (!r->ucudnn_host_model_clock_ms && r->cudnnGetStream && cuda_ready())
+        return UC_CLOCK_CUDA;
+    return UC_CLOCK_WALL;
+}
+
+int uc_mark_start(uc_mark *m, cudnnHandle_t handle)
+{
+    memset(m, 0, sizeof *m);
+    m->kind = uc_clock_kind();
+    if (m->kind == UC_CLOCK_MODEL) {
+        m->t0 = uc_real()->ucudnn_host_model_clock_ms();
+        return 0;
+    }
+    if (m->kind == UC_CLOCK_WALL) {
+        m->t0 = wall_ms();
+        return 0;
+    }
+    cudaStream_t stream = NULL;
+    if (uc_real()->cudnnGetStream(handle, &stream) != 0)
+        return -1;
+    m->stream = stream;
+    if (cu.event_create(&m->ev0, 0) != CU_SUCCESS)
+        return -1;
+    if (cu.event_create(&m->ev1, 0) != CU_SUCCESS || cu.event_record(m->ev0, m->stream) != CU_SUCCESS) {
+        uc_mark_drop(m);
+        return -1;
+    }
+    return 0;
+}
+
+int uc_mark_stop(uc_mark *m)
+{
+    if (m->kind == UC_CLOCK_MODEL) {
+        m->ms = uc_real()->ucudnn_host_model_clock_ms() - m->t0;
+        m->done = 1;
+    } else if (m->kind == UC_CLOCK_WALL) {
+        m->ms = wall_ms() - m->t0;
+        m->done = 1;
+    } else if (cu.event_record(m->ev1, m->stream) != CU_SUCCESS) {
+        uc_mark_drop(m);
+        return -1;
+    }
+    return 0;
+}
+
+int uc_mark_read(uc_mark *m, double *ms)
+{
+    if (!m->done && m->kind == UC_CLOCK_CUDA) {
+        if (!m->ev1)
+            return -1;
+        int q = cu.event_query(m->ev1);
+        if (q != CU_SUCCESS)
+            return q == 600 /* CUDA_ERROR_NOT_READY */ ? 0 : -1;
+        float elapsed = 0;
+        if (cu.event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
+            return -1;
+        m->ms = elapsed;
+        m->done = 1;
+        uc_mark_drop(m);
+    }
+    *ms = m->ms;
+    return m->done ? 1 : 0;
+}
+
+void uc_mark_drop(uc_mark *m)
+{
+    if (m->ev0)
+        cu.event_destroy(m->ev0);
+    if (m->ev1)
+        cu.event_destroy(m->ev1);
+    m->ev0 = m->ev1 = NULL;
+}
+
+/* ---- the host cost of one call ---- */
+
+#define PROBE_CALLS 16
+#define PROBE_ROUNDS 5
+
+/*
+ * Time PROBE_CALLS back-to-back forward calls of the smallest convolution there is (1 sample, 1 channel, 1x1) on
+ * the caller's handle and report the least time per call over PROBE_ROUNDS rounds: on a GPU the launches are
+ * asynchronous and such a kernel takes a few microseconds, so the host time per call is the cost of issuing one
+ * (cuDNN 9's legacy calls: ~40 us on an H100); on the host backend it is the fixed cost of a call; under the
+ * timing model, the model's own per-call cost. A plan of k micro-batches costs at least k times this.
+ */
+int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
+{
+    const uc_real_table *r = uc_real();
+    if (!r->cudnnCreateFilterDescriptor || !r->cudnnSetFilterNdDescriptor || !r->cudnnDestroyFilterDescriptor ||
+        !r->cudnnConvolutionForward)
+        return uc_status(UC_ST_NOT_SUPPORTED);
+    int kind = uc_clock_kind();
+    cudnnTensorDescriptor_t x = NULL, y = NULL;
+    cudnnFilterDescriptor_t w = NULL;
+    cudnnConvolutionDescriptor_t conv = NULL;
+    static const int dims[4] = {1, 1, 1, 1}, strides[4] = {1, 1, 1, 1}, pad[2] = {0, 0}, one[2] = {1, 1};
+    int st = r->cudnnCreateTensorDescriptor(&x);
+    if (st == 0)
+        st = r->cudnnSetTensorNdDescriptor(x, CUDNN_DATA_FLOAT, 4, dims, strides);
+    if (st == 0)
+        st = r->cudnnCreateTensorDescriptor(&y);
+    if (st == 0)
+        st = r->cudnnSetTensorNdDescriptor(y, CUDNN_DATA_FLOAT, 4, dims, strides);
+    if (st == 0)
+        st = r->cudnnCreateFilterDescriptor(&w);
+    if (st == 0)
+        st = r->cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 4, dims);
+    if (st == 0)
+        st = r->cudnnCreateConvolutionDescriptor(&conv);
+    if (st == 0)
+        st = r->cudnnSetConvolutionNdDescriptor(conv, 2, pad, one, one, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    /* Three floats of device memory (x, w, y), or of host memory for the host backend. */
+    unsigned long long dev = 0;
+    float host[3] = {1.0f, 1.0f, 0.0f};
+    char *buf = (char *)host;
+    if (st == 0 && kind == UC_CLOCK_CUDA) {
+        if (cu.mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
+            st = uc_status(UC_ST_ALLOC);
+        buf = (char *)(uintptr_t)dev;
+    }
+    double best = -1;
+    const float alpha = 1.0f, beta = 0.0f;
+    uc_guard++;
+    for (int round = 0; st == 0 && round <= PROBE_ROUNDS; round++) {
+        double t0 = kind == UC_CLOCK_MODEL ? r->ucudnn_host_model_clock_ms() : wall_ms();
+        for (int i = 0; i < PROBE_CALLS && st == 0; i++)
+            st = r->cudnnConvolutionForward(handle, &alpha, x, buf, w, buf + sizeof(float), conv,
+                                            CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &beta, y,
+                                            buf + 2 * sizeof(float));
+        double t = ((kind == UC_CLOCK_MODEL ? r->ucudnn_host_model_clock_ms() : wall_ms()) - t0) / PROBE_CALLS;
+        if (kind == UC_CLOCK_CUDA)
+            cu.ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
+        if (round > 0 && (best < 0 || t < best)) /* round 0 warms up */
+            best = t;
+    }
+    uc_guard--;
+    if (dev)
+        cu.mem_free(dev);
+    if (conv)
+        r->cudnnDestroyConvolutionDescriptor(conv);
+    if (w)
+        r->cudnnDestroyFilterDescriptor(w);
+    uc_tensor_destroy(y);
+    uc_tensor_destroy(x);
+    if (st == 0)
+        *ms_out = best;
+    return st;
+}

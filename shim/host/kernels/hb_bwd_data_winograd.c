@@ -1,0 +1,19 @@
+/*
+ * BackwardData WINOGRAD_NONFUSED: for stride 1 and no dilation, dx is the forward convolution of dy with the
+ * filter transposed (K <-> C within each group), rotated by 180 degrees and with padding 2 - pad, so the forward
+ * Winograd F(2x2, 3x3) core does it. Workspace grows with N (the batch's transforms); 2-D 3x3 only.
+ */
+#include "hb_kern.h"
+
+static size_t workspace(const hb_problem *p) { return hb_wino_problem_workspace(p, 1); }
+
+static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, void *dx, double alpha, double beta,
+                         void *ws, size_t ws_bytes) {
+    (void)ws_bytes;
+    hb_wino wp = hb_wino_of(p, 1);
+    HB_DISPATCH(p->dtype, hb_wino_run, &wp, dy, w, dx, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+const hb_algo hb_bwd_data_winograd_nonfused = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED",
+                                               1, 25.0, workspace, run};
