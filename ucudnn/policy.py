@@ -8,7 +8,6 @@ derives variants.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import os
@@ -235,14 +234,16 @@ def current() -> WorkspacePolicy:
     return _active if _active is not None else WorkspacePolicy.from_env()
 
 
-def _control_function(name: str) -> Any:
-    try:
-        return getattr(ctypes.CDLL(None), name)
-    except AttributeError:
+def _control() -> Any:
+    """The preload library's control API (:mod:`ucudnn.bridge`); PolicyError when the library is not in this process."""
+    from ucudnn import bridge
+
+    if not bridge.shim_loaded():
         raise PolicyError(
-            f"{name} not found: the preload library libucudnn.so is not loaded in this process; start the program "
-            "with LD_PRELOAD=<path printed by `ucudnn paths`>, or pass policy.to_env() to a child process"
-        ) from None
+            "ucudnn_set_option not found: the preload library libucudnn.so is not loaded in this process; start the "
+            "program with LD_PRELOAD=<path printed by `ucudnn paths`>, or pass policy.to_env() to a child process"
+        )
+    return bridge
 
 
 def apply(policy: WorkspacePolicy | str) -> WorkspacePolicy:
@@ -252,18 +253,17 @@ def apply(policy: WorkspacePolicy | str) -> WorkspacePolicy:
     Returns the policy."""
     global _active
     pol = preset(policy) if isinstance(policy, str) else policy
-    set_option = _control_function("ucudnn_set_option")
-    set_option.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    set_option.restype = ctypes.c_int
+    shim = _control()
     with _active_lock:
         for name, value in pol._env_items().items():
-            if "shim" in config.BY_NAME[name].readers and set_option(name.encode(), value.encode()) != 0:
-                raise PolicyError(f"the preload library rejected {name}={value!r}")
+            if "shim" not in config.BY_NAME[name].readers:
+                continue
+            try:
+                shim.set_option(name, value)
+            except (ValueError, RuntimeError):  # refused (-1), or another status (BridgeError)
+                raise PolicyError(f"the preload library rejected {name}={value!r}") from None
         _active = pol
         # A planner in a child process inherits the settings through the environment.
         os.environ.update(pol._env_items())
-    clear = _control_function("ucudnn_clear_plans")
-    clear.argtypes = []
-    clear.restype = None
-    clear()
+    shim.clear_plans()
     return pol
