@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "shim" / "build"))
 
 import native  # noqa: E402
+import pyabi  # noqa: E402
 
 
 class BinaryDistribution(Distribution):
@@ -26,6 +27,7 @@ class BuildNative(build_ext):
         super().run()
         out = ROOT / "ucudnn" / "_lib" if self.inplace else Path(self.build_lib) / "ucudnn" / "_lib"
         native.build_all(out)
+        pyabi.write(out.parent)  # ucudnn/_abi.py, beside _lib
 
 
 cffi_modules = [f"shim/build/{n}.py:ffibuilder" for n in ("bridge",) if (ROOT / "shim/build" / f"{n}.py").exists()]
