@@ -106,8 +106,8 @@ class Backend(ABC):
         """``(max |got - ref|, max |ref|)``; the first is inf where ``got - ref`` is NaN (a NaN anywhere)."""
 
     @abstractmethod
-    def workspace(self, nbytes: int) -> int:
-        """Address of the workspace buffer, grown to at least ``nbytes`` (0 for none).
+    def workspace(self, workspace_bytes: int) -> int:
+        """Address of the workspace buffer, grown to at least ``workspace_bytes`` (0 for none).
 
         One buffer, sliced by every call that needs less: the address stays valid until a larger size is asked for
         or ``release``. Get it before issuing calls, never inside a timed loop.
@@ -236,12 +236,12 @@ class HostBackend(Backend):
         err = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
         return err, float(np.max(np.abs(ref)))
 
-    def workspace(self, nbytes: int) -> int:
-        if nbytes <= 0:
+    def workspace(self, workspace_bytes: int) -> int:
+        if workspace_bytes <= 0:
             return 0
-        if self._ws.nbytes < nbytes:
+        if self._ws.nbytes < workspace_bytes:
             self._ws = np.empty(0, dtype=np.uint8)  # free the old one first: workspaces can be large
-            self._ws = np.empty(nbytes, dtype=np.uint8)
+            self._ws = np.empty(workspace_bytes, dtype=np.uint8)
         return int(self._ws.ctypes.data)
 
     def release(self) -> None:
@@ -424,14 +424,14 @@ class CudaBackend(Backend):
         self.stream.synchronize()  # CuPy < 13 copies asynchronously when given a stream
         return float(host[0]), float(host[1])
 
-    def workspace(self, nbytes: int) -> int:
-        if nbytes <= 0:
+    def workspace(self, workspace_bytes: int) -> int:
+        if workspace_bytes <= 0:
             return 0
-        if self._ws is None or int(self._ws.nbytes) < nbytes:
+        if self._ws is None or int(self._ws.nbytes) < workspace_bytes:
             self.stream.synchronize()  # calls in flight may still use the old buffer
             self._ws = None
             self.cp.get_default_memory_pool().free_all_blocks()
-            self._ws = self.cp.empty(nbytes, dtype=self.cp.uint8)
+            self._ws = self.cp.empty(workspace_bytes, dtype=self.cp.uint8)
         return int(self._ws.data.ptr)
 
     def release(self) -> None:

@@ -304,16 +304,16 @@ class Runner:
             raise
         return _Case(p, op, d, in0, in1, out, perfs)
 
-    def _call(self, case: _Case, algo: int, ws_bytes: int, *, hooked: bool) -> Callable[[], None]:
+    def _call(self, case: _Case, algo: int, workspace_bytes: int, *, hooked: bool) -> Callable[[], None]:
         """One call of ``algo`` on the cuDNN library itself (or through the preload library), arguments bound once.
 
         The workspace is the case's one buffer (grown if needed, then sliced): nothing is allocated per call.
         """
         b = self.b
         lib = b.hooked if hooked else b.real
-        ws = b.workspace(ws_bytes)
+        workspace = b.workspace(workspace_bytes)
         data = case.op.roles(b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out))
-        return lib.executor(b.handle, case.op, *case.d.args(), algo, data, ws, ws_bytes)
+        return lib.executor(b.handle, case.op, *case.d.args(), algo, data, workspace, workspace_bytes)
 
     def _undivided_call(self, case: _Case, perf: Perf) -> Callable[[], None]:
         """``perf.algo`` on the cuDNN library itself, with a workspace of the size Find reported."""
@@ -425,14 +425,14 @@ class Runner:
             raise CudnnError.failed(
                 "ucudnn Get_v7", -1, "no successful result within the limit through the preload library"
             )
-        ws_bytes = b.hooked.workspace_size(b.handle, op, *case.d.args(), chosen.algo)
-        if ws_bytes > row.limit_bytes:
-            why = f"{ws_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
+        workspace_bytes = b.hooked.workspace_size(b.handle, op, *case.d.args(), chosen.algo)
+        if workspace_bytes > row.limit_bytes:
+            why = f"{workspace_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
             raise CudnnError.failed("ucudnn Get*WorkspaceSize", -1, why)
         plan = bridge.last_plan()
         before = bridge.stats()
-        b.workspace(max(ws_bytes, base.memory_bytes))  # grow the case's buffer first: both calls slice it
-        ucudnn_call = self._call(case, chosen.algo, ws_bytes, hooked=True)
+        b.workspace(max(workspace_bytes, base.memory_bytes))  # grow the case's buffer first: both calls slice it
+        ucudnn_call = self._call(case, chosen.algo, workspace_bytes, hooked=True)
         undivided_call = self._undivided_call(case, base)
         warm = self.cfg.warmup * self.calls
         b.issue(undivided_call, warm)
@@ -463,7 +463,7 @@ class Runner:
         )
         # No plan ran (every call passed through): there is no prediction to compare with.
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
-        row.plan_workspace_bytes = int(executed.get("workspace_bytes", ws_bytes))
+        row.plan_workspace_bytes = int(executed.get("workspace_bytes", workspace_bytes))
         row.micro_batches = _micro_batches(executed, op.label)
         if row.passthrough_calls:
             row.reason = f"{row.passthrough_calls} call(s) passed through unplanned"
@@ -503,11 +503,11 @@ class Runner:
         row.planning_ms = (time.perf_counter() - t0) * 1e3
         try:
             before = bridge.stats()
-            ws_bytes = graph.workspace_bytes
-            b.workspace(max(ws_bytes, base.memory_bytes))
-            ws = b.workspace(ws_bytes)
+            workspace_bytes = graph.workspace_bytes
+            b.workspace(max(workspace_bytes, base.memory_bytes))
+            workspace = b.workspace(workspace_bytes)
             x, w, y = op.roles(b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out))
-            ucudnn_call = graph.executor(x, w, y, ws)
+            ucudnn_call = graph.executor(x, w, y, workspace)
             undivided_call = self._undivided_call(case, base)
             warm = self.cfg.warmup * self.calls
             b.issue(undivided_call, warm)
@@ -525,7 +525,7 @@ class Runner:
             graph.close()
         row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
         row.predicted_ms = math.nan  # the graph path does not report its plan's predicted time
-        row.plan_workspace_bytes = ws_bytes
+        row.plan_workspace_bytes = workspace_bytes
         runs = resolved.get("runs")
         parts = resolved.get("alternative" if runs == "alternative" else "parts") or []
         if runs == "caller" or not parts:

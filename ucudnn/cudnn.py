@@ -288,9 +288,12 @@ class Cudnn:
         if ex_data is None:
             self.call(name, handle.ptr, *d, req, ctypes.byref(got), rows)
         else:
-            a, b, out, ws, ws_bytes = ex_data
+            a, b, out, workspace, workspace_bytes = ex_data
             # C order: (desc, data) pairs of the op's inputs, conv, output desc + data, counts, workspace.
-            self.call(name, handle.ptr, d[0], a, d[1], b, d[2], d[3], out, req, ctypes.byref(got), rows, ws, ws_bytes)
+            self.call(
+                name, handle.ptr, d[0], a, d[1], b, d[2], d[3], out, req, ctypes.byref(got), rows, workspace,
+                workspace_bytes,
+            )  # fmt: skip
         if not 0 <= got.value <= max(0, req):
             raise CudnnError.failed(name, -1, f"returnedAlgoCount={got.value} out of range")
         return [Perf.from_c(rows[i]) for i in range(got.value)]
@@ -357,9 +360,9 @@ class Cudnn:
     ) -> None:
         """One of the three convolutions on arrays (x, w, y in the forward problem's roles)."""
         with self._problem(op, x, w, y, conv) as p:
-            ws, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
+            array, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
             data = (x.ctypes.data, w.ctypes.data, y.ctypes.data)
-            self.executor(handle, op, p.x, p.w, p.y, p.conv, algo, data, _pointer(ws), size, alpha, beta)()
+            self.executor(handle, op, p.x, p.w, p.y, p.conv, algo, data, _pointer(array), size, alpha, beta)()
 
     def forward(
         self,
@@ -446,7 +449,7 @@ class Cudnn:
                 ad = activation
             else:
                 ad = owned.enter_context(ActivationDesc(self, activation))
-            ws, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
+            array, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
             a1, a2 = self._scale(alpha1, p.dtype), self._scale(alpha2, p.dtype)
             self.call(
                 "cudnnConvolutionBiasActivationForward",
@@ -458,7 +461,7 @@ class Cudnn:
                 w.ctypes.data,
                 p.conv.ptr,
                 int(algo),
-                _pointer(ws),
+                _pointer(array),
                 size,
                 ctypes.byref(a2),
                 zd.ptr,

@@ -127,11 +127,12 @@ class WorkspacePolicy:
         except config.ConfigError as exc:
             raise PolicyError(str(exc)) from None
         object.__setattr__(self, "batch_size_policy", canonical)
-        limit = self.workspace_limit_bytes
-        if isinstance(limit, str) and limit.strip().lower() == config.AUTO:
-            limit = None
-        limit = None if limit is None else _size(limit, "workspace_limit_bytes")
-        object.__setattr__(self, "workspace_limit_bytes", limit)
+        workspace_limit_bytes = self.workspace_limit_bytes
+        if isinstance(workspace_limit_bytes, str) and workspace_limit_bytes.strip().lower() == config.AUTO:
+            workspace_limit_bytes = None
+        if workspace_limit_bytes is not None:
+            workspace_limit_bytes = _size(workspace_limit_bytes, "workspace_limit_bytes")
+        object.__setattr__(self, "workspace_limit_bytes", workspace_limit_bytes)
         total = self.total_workspace_bytes
         total = None if total is None else _size(total, "total_workspace_bytes")
         object.__setattr__(self, "total_workspace_bytes", total or None)
@@ -162,10 +163,10 @@ class WorkspacePolicy:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkspacePolicy:
         """The policy the UCUDNN_* variables describe; ConfigError names a bad variable."""
         total = int(config.get("UCUDNN_TOTAL_WORKSPACE_SIZE", environ))
-        limit = config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)
+        workspace_limit = config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)  # a size or "auto"
         return cls(
             batch_size_policy=str(config.get("UCUDNN_BATCH_SIZE_POLICY", environ)),
-            workspace_limit_bytes=None if limit == config.AUTO else int(limit),
+            workspace_limit_bytes=None if workspace_limit == config.AUTO else int(workspace_limit),
             total_workspace_bytes=total or None,
             deterministic_only=bool(config.get("UCUDNN_DETERMINISTIC", environ)),
             time_slack=float(config.get("UCUDNN_TIME_SLACK", environ)),
