@@ -104,17 +104,27 @@ def conv_output_shape(
 _O = TypeVar("_O", bound="_Owner")
 
 
+# One setter call of a new object: (function, its arguments after the object, what it does for the error message).
+Setting = tuple[str, tuple[Any, ...], str]
+
+
 class _Owner:
-    """A C object made by the ``create`` function and destroyed by ``_destroy`` at close() (or the end of a ``with``
-    block): ``ptr`` is the object."""
+    """A C object made by the ``create`` function, then given its ``settings`` in order (destroyed again if one
+    fails), and destroyed by ``_destroy`` at close() (or the end of a ``with`` block): ``ptr`` is the object."""
 
     _destroy = ""
 
-    def __init__(self, cudnn: Library, create: str) -> None:
+    def __init__(self, cudnn: Library, create: str, *settings: Setting) -> None:
         self._cudnn = cudnn
         p = ctypes.c_void_p()
         cudnn.check(getattr(cudnn.raw, create)(ctypes.byref(p)), create)
         self.ptr: int | None = p.value
+        try:
+            for function, args, what in settings:
+                cudnn.check(getattr(cudnn.raw, function)(self.ptr, *args), what)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.ptr is not None:
@@ -151,18 +161,13 @@ class TensorDesc(_Desc):
         strides: Sequence[int] | None = None,
         fmt: TensorFormat = TensorFormat.NCHW,
     ) -> None:
-        super().__init__(cudnn, "cudnnCreateTensorDescriptor")
-        try:
-            if strides is None:
-                st = cudnn.raw.cudnnSetTensorNdDescriptorEx(self.ptr, int(fmt), int(dtype), len(shape), _ints(shape))
-            else:
-                st = cudnn.raw.cudnnSetTensorNdDescriptor(
-                    self.ptr, int(dtype), len(shape), _ints(shape), _ints(strides)
-                )
-            cudnn.check(st, f"set tensor descriptor {tuple(shape)}")
-        except BaseException:
-            self.close()
-            raise
+        what = f"set tensor descriptor {tuple(shape)}"
+        setting: Setting
+        if strides is None:
+            setting = ("cudnnSetTensorNdDescriptorEx", (int(fmt), int(dtype), len(shape), _ints(shape)), what)
+        else:
+            setting = ("cudnnSetTensorNdDescriptor", (int(dtype), len(shape), _ints(shape), _ints(strides)), what)
+        super().__init__(cudnn, "cudnnCreateTensorDescriptor", setting)
 
     @classmethod
     def of(cls, cudnn: Library, arr: npt.NDArray[Any]) -> TensorDesc:
@@ -209,13 +214,9 @@ class FilterDesc(_Desc):
         dtype: DataType = DataType.FLOAT,
         fmt: TensorFormat = TensorFormat.NCHW,
     ) -> None:
-        super().__init__(cudnn, "cudnnCreateFilterDescriptor")
-        try:
-            st = cudnn.raw.cudnnSetFilterNdDescriptor(self.ptr, int(dtype), int(fmt), len(shape), _ints(shape))
-            cudnn.check(st, f"set filter descriptor {tuple(shape)}")
-        except BaseException:
-            self.close()
-            raise
+        args = (int(dtype), int(fmt), len(shape), _ints(shape))
+        setting = ("cudnnSetFilterNdDescriptor", args, f"set filter descriptor {tuple(shape)}")
+        super().__init__(cudnn, "cudnnCreateFilterDescriptor", setting)
 
     @classmethod
     def of(cls, cudnn: Library, arr: npt.NDArray[Any]) -> FilterDesc:
@@ -256,25 +257,16 @@ class ConvDesc(_Desc):
     _destroy = "cudnnDestroyConvolutionDescriptor"
 
     def __init__(self, cudnn: Library, spec: ConvSpec, data_type: DataType = DataType.FLOAT) -> None:
-        super().__init__(cudnn, "cudnnCreateConvolutionDescriptor")
-        try:
-            n = len(spec.pads)
-            ct = spec.compute_type if spec.compute_type is not None else default_compute_type(data_type)
-            st = cudnn.raw.cudnnSetConvolutionNdDescriptor(
-                self.ptr,
-                n,
-                _ints(spec.pads),
-                _ints(spec.strides or [1] * n),
-                _ints(spec.dilations or [1] * n),
-                int(spec.mode),
-                int(ct),
-            )
-            cudnn.check(st, "set convolution descriptor")
-            cudnn.check(cudnn.raw.cudnnSetConvolutionGroupCount(self.ptr, spec.groups), "set group count")
-            cudnn.check(cudnn.raw.cudnnSetConvolutionMathType(self.ptr, int(spec.math_type)), "set math type")
-        except BaseException:
-            self.close()
-            raise
+        n = len(spec.pads)
+        ct = spec.compute_type if spec.compute_type is not None else default_compute_type(data_type)
+        nd = (n, _ints(spec.pads), _ints(spec.strides or [1] * n), _ints(spec.dilations or [1] * n), int(spec.mode))
+        super().__init__(
+            cudnn,
+            "cudnnCreateConvolutionDescriptor",
+            ("cudnnSetConvolutionNdDescriptor", (*nd, int(ct)), "set convolution descriptor"),
+            ("cudnnSetConvolutionGroupCount", (spec.groups,), "set group count"),
+            ("cudnnSetConvolutionMathType", (int(spec.math_type),), "set math type"),
+        )
 
     def output_shape(self, x: TensorDesc, w: FilterDesc) -> tuple[int, ...]:
         """The forward output's dims for input ``x`` and filter ``w``, as the library computes them
@@ -322,12 +314,8 @@ class ActivationDesc(_Desc):
         nan: NanPropagation = NanPropagation.NOT_PROPAGATE,
         coef: float = 0.0,
     ) -> None:
-        super().__init__(cudnn, "cudnnCreateActivationDescriptor")
-        try:
-            cudnn.check(cudnn.raw.cudnnSetActivationDescriptor(self.ptr, int(mode), int(nan), coef), "set activation")
-        except BaseException:
-            self.close()
-            raise
+        setting = ("cudnnSetActivationDescriptor", (int(mode), int(nan), coef), "set activation")
+        super().__init__(cudnn, "cudnnCreateActivationDescriptor", setting)
 
     def get(self) -> tuple[ActivationMode, NanPropagation, float]:
         m, n, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_double()

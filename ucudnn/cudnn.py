@@ -346,23 +346,21 @@ class Cudnn:
 
     def _execute(
         self,
-        op: Op,
         handle: Handle,
-        x: npt.NDArray[Any],
-        w: npt.NDArray[Any],
-        y: npt.NDArray[Any],
+        op: Op,
+        xwy: tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]],
         conv: ConvSpec | ConvDesc,
         algo: int,
-        workspace: Workspace,
-        workspace_bytes: int | None,
-        alpha: float,
-        beta: float,
+        workspace: tuple[Workspace, int | None],
+        scale: tuple[float, float],
     ) -> None:
-        """One of the three convolutions on arrays (x, w, y in the forward problem's roles)."""
+        """One of the three convolutions on arrays ``xwy`` (x, w, y in the forward problem's roles), with a
+        workspace (array or "auto" or None, and the size to pass) and scaling factors (alpha, beta)."""
+        x, w, y = xwy
         with self._problem(op, x, w, y, conv) as p:
-            array, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
+            array, size = self._workspace(handle, p, algo, *workspace)
             data = (x.ctypes.data, w.ctypes.data, y.ctypes.data)
-            self.executor(handle, op, p.x, p.w, p.y, p.conv, algo, data, _pointer(array), size, alpha, beta)()
+            self.executor(handle, op, p.x, p.w, p.y, p.conv, algo, data, _pointer(array), size, *scale)()
 
     def forward(
         self,
@@ -382,7 +380,7 @@ class Cudnn:
         algorithm needs; None passes NULL (size ``workspace_bytes`` or 0). Returns y (allocated if None)."""
         if y is None:
             y = self._output(x, w, conv)
-        self._execute(Op.FWD, handle, x, w, y, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.FWD, (x, w, y), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return y
 
     def backward_data(
@@ -400,7 +398,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dx = alpha * conv^T(dy, w) + beta * dx (cudnnConvolutionBackwardData); returns dx."""
-        self._execute(Op.BWD_DATA, handle, dx, w, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.BWD_DATA, (dx, w, dy), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return dx
 
     def backward_filter(
@@ -418,7 +416,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dw = alpha * corr(x, dy) + beta * dw (cudnnConvolutionBackwardFilter); returns dw."""
-        self._execute(Op.BWD_FILTER, handle, x, dw, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.BWD_FILTER, (x, dw, dy), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return dw
 
     def bias_act_forward(

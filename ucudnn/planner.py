@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ucudnn import policy as _policy
 from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
@@ -44,6 +44,7 @@ CALL_COST = "call_cost_ms"
 log = get_logger("planner")
 
 Benchmark = Callable[[int], Sequence[AlgoPerf]]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -237,23 +238,17 @@ class Planner:
 
         sizes = candidate_batch_sizes(req.batch, pol)
         measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
-        if slack == 0.0:
-            result = best_plan(
+
+        def solve(optimizer: Callable[..., _T]) -> _T:
+            return optimizer(
                 measured.perfs,
                 batch=req.batch,
                 workspace_limit_bytes=workspace_limit_bytes,
                 policy=pol,
                 deterministic_only=deterministic,
             )
-        else:
-            front = pareto_front(
-                measured.perfs,
-                batch=req.batch,
-                workspace_limit_bytes=workspace_limit_bytes,
-                policy=pol,
-                deterministic_only=deterministic,
-            )
-            result = _pick_with_slack(front, slack)
+
+        result = solve(best_plan) if slack == 0.0 else _pick_with_slack(solve(pareto_front), slack)
         if measured.unusable_sizes:
             note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
             result = PlanResult(result.status, result.plan, result.message + note)

@@ -167,7 +167,13 @@ def test_taps_wholly_in_the_padding(lib: KernelLib, algo: AlgoInfo, w_layout: T.
 @pytest.mark.parametrize("algo", list(all_algos()))
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-2.0, 0.0), (1.0, 1.0), (0.5, -1.5)])
 def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -> None:
-    cases: tuple[tuple[type, T.Layout], ...] = ((np.float32, "NHWC"), (np.float64, "padded"))
+    check_alpha_beta(lib, algo, alpha, beta, ((np.float32, "NHWC"), (np.float64, "padded")))
+
+
+def check_alpha_beta(
+    lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float, cases: tuple[tuple[Any, T.Layout], ...]
+) -> None:
+    """The scaling factors on BASE, for each (data type, tensor layout) of ``cases`` with an NHWC filter."""
     for dtype, layout in cases:
         assert run_checked(lib, algo, BASE, dtype, layout=layout, w_layout="NHWC", alpha=alpha, beta=beta)
 
@@ -185,6 +191,13 @@ def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -
 def test_random_problems(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: type, beta: float
 ) -> None:
+    check_random_problem(op, seed, nb_spatial, layout, w_layout, dtype, beta)
+
+
+def check_random_problem(
+    op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: Any, beta: float
+) -> None:
+    """Every algorithm of ``op`` on a random problem: right where it runs (only Winograd may refuse)."""
     lib = _lib()
     prob = T.random_problem(np.random.default_rng(seed), nb_spatial=nb_spatial)
     for algo in lib.algos(op):
@@ -194,7 +207,7 @@ def test_random_problems(
         assert supported or "WINOGRAD" in algo.name
 
 
-def _workspace(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: type = np.float32) -> int | None:
+def workspace_of(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: Any = np.float32) -> int | None:
     x: npt.NDArray[Any] = np.zeros(prob.x_shape, dtype)
     w: npt.NDArray[Any] = np.zeros(prob.w_shape, dtype)
     y: npt.NDArray[Any] = np.zeros(prob.y_shape, dtype)
@@ -206,7 +219,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo) -> None:
     """The trade-off the planner relies on: zero / N-independent / linear-in-N workspaces, exact im2col sizes."""
 
     def at(n: int, dtype: type = np.float32) -> int:
-        ws = _workspace(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dtype)
+        ws = workspace_of(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dtype)
         assert ws is not None
         return ws
 
@@ -246,7 +259,7 @@ def test_winograd_limits(lib: KernelLib) -> None:
         wino = [a for a in lib.algos(op) if a.name == "WINOGRAD_NONFUSED"]
         assert len(wino) == 1
         for prob in unsupported:
-            assert _workspace(lib, wino[0], prob) is None, prob
+            assert workspace_of(lib, wino[0], prob) is None, prob
 
 
 def test_tables(lib: KernelLib) -> None:
@@ -272,7 +285,7 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo) -> None:
     x = rng.standard_normal(prob.x_shape).astype(np.float32)
     w = rng.standard_normal(prob.w_shape).astype(np.float32)
     y = rng.standard_normal(prob.y_shape).astype(np.float32)
-    ws = _workspace(lib, algo, prob)
+    ws = workspace_of(lib, algo, prob)
     assert ws is not None
     results = []
     for _ in range(5):
