@@ -111,6 +111,24 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
+def _optimize(
+    optimizer: Callable[..., _T],
+    perfs: Sequence[AlgoPerf],
+    batch: int,
+    workspace_limit_bytes: int,
+    policy: BatchSizePolicy,
+    deterministic_only: bool,
+) -> _T:
+    """``best_plan`` or ``pareto_front`` of one kernel's measurements."""
+    return optimizer(
+        perfs,
+        batch=batch,
+        workspace_limit_bytes=workspace_limit_bytes,
+        policy=policy,
+        deterministic_only=deterministic_only,
+    )
+
+
 def _capped(settings: _policy.WorkspacePolicy, key: str, op: int | None, workspace_limit_bytes: int) -> int:
     """``workspace_limit_bytes`` capped by the policy's override for the kernel, if one matches."""
     override = settings.override_for(key, op)
@@ -238,17 +256,11 @@ class Planner:
 
         sizes = candidate_batch_sizes(req.batch, pol)
         measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
-
-        def solve(optimizer: Callable[..., _T]) -> _T:
-            return optimizer(
-                measured.perfs,
-                batch=req.batch,
-                workspace_limit_bytes=workspace_limit_bytes,
-                policy=pol,
-                deterministic_only=deterministic,
-            )
-
-        result = solve(best_plan) if slack == 0.0 else _pick_with_slack(solve(pareto_front), slack)
+        problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
+        if slack == 0.0:
+            result = _optimize(best_plan, *problem)
+        else:
+            result = _pick_with_slack(_optimize(pareto_front, *problem), slack)
         if measured.unusable_sizes:
             note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
             result = PlanResult(result.status, result.plan, result.message + note)
@@ -305,13 +317,8 @@ class Planner:
         except (sqlite3.Error, CacheError):
             return None
         rows = [p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor) for p in rows if p.algo < algo_count]
-        chosen = best_plan(
-            rows,
-            batch=pk.batch,
-            workspace_limit_bytes=pk.workspace_limit_bytes,
-            policy=BatchSizePolicy.UNDIVIDED,
-            deterministic_only=pk.deterministic_only,
-        )
+        undivided = BatchSizePolicy.UNDIVIDED
+        chosen = _optimize(best_plan, rows, pk.batch, pk.workspace_limit_bytes, undivided, pk.deterministic_only)
         if chosen.plan is None or len(chosen.plan.micro_batches) != 1:
             return None
         return chosen.plan.micro_batches[0]
@@ -372,13 +379,7 @@ class Planner:
         sizes = candidate_batch_sizes(kernel.batch, pol)
         floor = self.call_cost_ms(backend_id)
         measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor)
-        return pareto_front(
-            measured.perfs,
-            batch=kernel.batch,
-            workspace_limit_bytes=workspace_limit_bytes,
-            policy=pol,
-            deterministic_only=deterministic,
-        )
+        return _optimize(pareto_front, measured.perfs, kernel.batch, workspace_limit_bytes, pol, deterministic)
 
     # ---------------------------------------------------------------- internals
 

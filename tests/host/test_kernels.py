@@ -178,16 +178,19 @@ def check_alpha_beta(
         assert run_checked(lib, algo, BASE, dtype, layout=layout, w_layout="NHWC", alpha=alpha, beta=beta)
 
 
+# What test_random_problems draws besides the data type: seed, spatial dims, layouts, beta.
+RANDOM_PROBLEMS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "nb_spatial": st.sampled_from([2, 2, 3]),
+    "layout": st.sampled_from(T.LAYOUTS),
+    "w_layout": st.sampled_from(FILTER_LAYOUTS),
+    "beta": st.sampled_from([0.0, 0.5]),
+}
+
+
 @pytest.mark.parametrize("op", OPS, ids=[OP_NAMES[o] for o in OPS])
 @settings(max_examples=25, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    nb_spatial=st.sampled_from([2, 2, 3]),
-    layout=st.sampled_from(T.LAYOUTS),
-    w_layout=st.sampled_from(FILTER_LAYOUTS),
-    dtype=st.sampled_from([np.float32, np.float64]),
-    beta=st.sampled_from([0.0, 0.5]),
-)
+@given(dtype=st.sampled_from([np.float32, np.float64]), **RANDOM_PROBLEMS)
 def test_random_problems(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: type, beta: float
 ) -> None:
@@ -285,10 +288,19 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo) -> None:
     x = rng.standard_normal(prob.x_shape).astype(np.float32)
     w = rng.standard_normal(prob.w_shape).astype(np.float32)
     y = rng.standard_normal(prob.y_shape).astype(np.float32)
-    ws = workspace_of(lib, algo, prob)
+    check_repeatable(lib, algo, prob, (x, w, y), np.float32, runs=5)
+
+
+def check_repeatable(
+    lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, xwy: tuple[Any, Any, Any], dtype: Any, *, runs: int
+) -> None:
+    """``runs`` runs of ``algo`` from the same inputs (beta 0.5): bitwise equal outputs for a deterministic
+    algorithm, equal to the tolerance of ``dtype`` otherwise."""
+    x, w, y = xwy
+    ws = workspace_of(lib, algo, prob, dtype)
     assert ws is not None
     results = []
-    for _ in range(5):
+    for _ in range(runs):
         xx, ww, yy = x.copy(), w.copy(), y.copy()
         lib.run(algo.op, algo.index, xx, ww, yy, prob.params, beta=0.5, workspace=np.empty(ws, np.uint8))
         results.append({FWD: yy, BWD_DATA: xx, BWD_FILTER: ww}[algo.op])
@@ -296,4 +308,4 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo) -> None:
         if algo.deterministic:
             assert np.array_equal(r, results[0])
         else:
-            T.assert_close(r, results[0], np.float32)
+            T.assert_close(r, results[0], dtype)

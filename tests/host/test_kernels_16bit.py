@@ -23,10 +23,12 @@ from tests.host._kernel_harness import BWD_DATA, BWD_FILTER, FWD, OP_NAMES, OPS,
 from tests.host.test_kernels import (
     BASE,
     FILTER_LAYOUTS,
+    RANDOM_PROBLEMS,
     SHAPES,
     all_algos,
     check_alpha_beta,
     check_random_problem,
+    check_repeatable,
     problem,
     run_checked,
     workspace_of,
@@ -67,14 +69,7 @@ def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -
 
 @pytest.mark.parametrize("op", OPS, ids=[OP_NAMES[o] for o in OPS])
 @settings(max_examples=15, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    nb_spatial=st.sampled_from([2, 2, 3]),
-    layout=st.sampled_from(T.LAYOUTS),
-    w_layout=st.sampled_from(FILTER_LAYOUTS),
-    dtype=st.sampled_from([np.dtype(np.float16), T.BFLOAT16]),
-    beta=st.sampled_from([0.0, 0.5]),
-)
+@given(dtype=st.sampled_from([np.dtype(np.float16), T.BFLOAT16]), **RANDOM_PROBLEMS)
 def test_random_problems(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: Any, beta: float
 ) -> None:
@@ -121,18 +116,7 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
     prob = problem((4, 8, 9, 9), (12, 8, 3, 3), pad=1)
     rng = np.random.default_rng(1)
     x, w, y = (T.to_layout(rng.standard_normal(s), "NCHW", dtype) for s in (prob.x_shape, prob.w_shape, prob.y_shape))
-    ws = workspace_of(lib, algo, prob, dtype)
-    assert ws is not None
-    results = []
-    for _ in range(4):
-        xx, ww, yy = x.copy(), w.copy(), y.copy()
-        lib.run(algo.op, algo.index, xx, ww, yy, prob.params, beta=0.5, workspace=np.empty(ws, np.uint8))
-        results.append({FWD: yy, BWD_DATA: xx, BWD_FILTER: ww}[algo.op])
-    for r in results[1:]:
-        if algo.deterministic:
-            assert np.array_equal(r, results[0])
-        else:
-            T.assert_close(r, results[0], dtype)
+    check_repeatable(lib, algo, prob, (x, w, y), dtype, runs=4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES16)
