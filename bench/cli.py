@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ucudnn import __version__, config
+from ucudnn._cudnn_abi import Op
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
 from ucudnn.cli._files import NotACache, blank, ensure_parent, refuse_foreign
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # imported by main() once the options are checked: they load 
     from ucudnn.bench.backends import Backend
     from ucudnn.bench.runner import Row, Runner
 
-OPS = ("fwd", "bwd-data", "bwd-filter")
+OPS = tuple(op.label for op in Op)
 POLICIES = ("undivided", "powerOfTwo", "all")
 DEFAULT_LIMITS = "8MiB,64MiB,512MiB"
 # --quick: limits that bind on the quick suite's layers (their im2col-style workspaces at N are tens of MiB).

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ucudnn import _abi as H
-from ucudnn._cudnn_abi import declare
+from ucudnn._cudnn_abi import Op, declare
 
 # Short names of the cuDNN 9 enum values the builders use; the values are cudnn_graph_abi.h's (through the generated
 # ucudnn._abi), which tests/host/test_graph_abi.py checks against the nvidia-cudnn wheel's cudnn_graph.h.
@@ -309,7 +309,7 @@ class Backend:
 
 
 # Convolution ops by the names ucudnn-bench uses, and the uids PyTorch gives a convolution's tensors.
-CONV_OPS = {"fwd": 0, "bwd-data": 1, "bwd-filter": 2}
+CONV_OPS = {op.label: int(op) for op in Op}
 UID_X, UID_W, UID_Y = 120, 119, 121
 
 
