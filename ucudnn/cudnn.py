@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,6 @@ __all__ = [
     "HOOKED",
     "ActivationDesc",
     "ActivationMode",
-    "AlgoPerf",
     "ConvDesc",
     "ConvMode",
     "ConvSpec",
@@ -104,8 +104,13 @@ __all__ = [
     "version_text",
 ]
 
-#: The perf struct's former name (it is not the optimizer's ``AlgoPerf``): kept for callers of this module.
-AlgoPerf = PerfStruct
+
+def __getattr__(name: str) -> Any:
+    # The perf struct's former name, which was also the optimizer's dataclass: kept for callers, deprecated.
+    if name == "AlgoPerf":
+        warnings.warn("ucudnn.cudnn.AlgoPerf is now PerfStruct", DeprecationWarning, stacklevel=2)
+        return PerfStruct
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 TensorLike = npt.NDArray[Any] | TensorDesc
 FilterLike = npt.NDArray[Any] | FilterDesc
