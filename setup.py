@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "shim" / "build"))
 
 import native  # noqa: E402
+import pyabi  # noqa: E402
 
 
 class BinaryDistribution(Distribution):
@@ -27,6 +28,7 @@ class BuildNative(build_ext):
         super().run()
         out = ROOT / "ucudnn" / "_lib" if self.inplace else Path(self.build_lib) / "ucudnn" / "_lib"
         native.build_all(out)
+        pyabi.write(out.parent)  # ucudnn/_abi.py, beside _lib
         # The C headers of the cuDNN subset and of the control API, for programs built against the host backend
         # (`ucudnn paths --cflags`).
         shutil.copytree(ROOT / "shim" / "include" / "ucudnn", out / "include" / "ucudnn", dirs_exist_ok=True)

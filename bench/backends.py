@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ucudnn import _paths
-from ucudnn.bench.capi import HOOKED_SYMBOLS, Cudnn, ShimControl, version_text
+from ucudnn import _paths, bridge
+from ucudnn.cudnn import HOOKED, Cudnn, Handle
 from ucudnn.graph_api import Backend as GraphApi
 
 
@@ -77,9 +77,8 @@ class Backend(ABC):
     timing: str
     real: Cudnn
     hooked: Cudnn
-    shim: ShimControl
     graph: GraphApi  # the graph-API calls through the preload library's hooks
-    handle: int
+    handle: Handle
     default_tolerance: float
     preload_path: Path
 
@@ -107,8 +106,8 @@ class Backend(ABC):
         """``(max |got - ref|, max |ref|)``; the first is inf where ``got - ref`` is NaN (a NaN anywhere)."""
 
     @abstractmethod
-    def workspace(self, nbytes: int) -> int:
-        """Address of the workspace buffer, grown to at least ``nbytes`` (0 for none).
+    def workspace(self, workspace_bytes: int) -> int:
+        """Address of the workspace buffer, grown to at least ``workspace_bytes`` (0 for none).
 
         One buffer, sliced by every call that needs less: the address stays valid until a larger size is asked for
         or ``release``. Get it before issuing calls, never inside a timed loop.
@@ -136,10 +135,10 @@ class Backend(ABC):
     def device_name(self) -> str: ...
 
     def close(self) -> None:
-        self.real.destroy_handle(self.handle)
+        self.handle.close()
         # The benchmark reports its own figures: the preload library's exit summary of its deliberate calls (both
         # sides of every comparison, the checks' alternations) would read as a second, different speedup.
-        self.shim.set_option("UCUDNN_LOG_LEVEL", "error")
+        bridge.set_option("UCUDNN_LOG_LEVEL", "error")
 
 
 def _load_preload(explicit: str | None) -> tuple[ctypes.CDLL, Path]:
@@ -149,8 +148,9 @@ def _load_preload(explicit: str | None) -> tuple[ctypes.CDLL, Path]:
             f"the preload library is not built ({path} is missing); reinstall with `pip install .` "
             "or pass --preload PATH"
         )
+    # In the global scope, where ucudnn.bridge finds its control API.
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-    missing = [s for s in (*HOOKED_SYMBOLS, "ucudnn_set_option", "ucudnn_last_plan_json") if not hasattr(lib, s)]
+    missing = [s for s in (*sorted(HOOKED), "ucudnn_set_option", "ucudnn_last_plan_json") if not hasattr(lib, s)]
     if missing:
         raise BackendUnavailable(f"{path} does not export {', '.join(missing)}: not a ucudnn preload library")
     return lib, path
@@ -189,7 +189,6 @@ class HostBackend(Backend):
         shim_lib, self.preload_path = _load_preload(preload)
         self.real = Cudnn(self.lib)
         self.hooked = Cudnn(self.lib, shim_lib)
-        self.shim = ShimControl(shim_lib)
         self.graph = GraphApi(shim_lib)
         self._clock: Callable[[], float] | None = None
         if self.timing == "model":
@@ -202,7 +201,7 @@ class HostBackend(Backend):
             clock.argtypes = ()
             clock.restype = ctypes.c_double
             self._clock = clock
-        self.handle = self.real.create_handle()
+        self.handle = self.real.handle()
         self._keep: list[np.ndarray[Any, Any]] = []
         self._ws = np.empty(0, dtype=np.uint8)
 
@@ -237,12 +236,12 @@ class HostBackend(Backend):
         err = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
         return err, float(np.max(np.abs(ref)))
 
-    def workspace(self, nbytes: int) -> int:
-        if nbytes <= 0:
+    def workspace(self, workspace_bytes: int) -> int:
+        if workspace_bytes <= 0:
             return 0
-        if self._ws.nbytes < nbytes:
+        if self._ws.nbytes < workspace_bytes:
             self._ws = np.empty(0, dtype=np.uint8)  # free the old one first: workspaces can be large
-            self._ws = np.empty(nbytes, dtype=np.uint8)
+            self._ws = np.empty(workspace_bytes, dtype=np.uint8)
         return int(self._ws.ctypes.data)
 
     def release(self) -> None:
@@ -269,7 +268,7 @@ class HostBackend(Backend):
         threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
         return (
             f"host CPU ({os.cpu_count()} cores, BLAS threads: {threads}), "
-            f"host backend implementing cuDNN {version_text(self.real.version())}"
+            f"host backend implementing cuDNN {self.real.version_text()}"
         )
 
     def close(self) -> None:
@@ -362,10 +361,9 @@ class CudaBackend(Backend):
         shim_lib, self.preload_path = _load_preload(preload)
         self.real = Cudnn(lib)
         self.hooked = Cudnn(lib, shim_lib)
-        self.shim = ShimControl(shim_lib)
         self.graph = GraphApi(shim_lib)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.handle = self.real.create_handle()
+        self.handle = self.real.handle()
         self.real.set_stream(self.handle, int(self.stream.ptr))
         self._keep: list[Any] = []
         self._ws: Any = None
@@ -426,14 +424,14 @@ class CudaBackend(Backend):
         self.stream.synchronize()  # CuPy < 13 copies asynchronously when given a stream
         return float(host[0]), float(host[1])
 
-    def workspace(self, nbytes: int) -> int:
-        if nbytes <= 0:
+    def workspace(self, workspace_bytes: int) -> int:
+        if workspace_bytes <= 0:
             return 0
-        if self._ws is None or int(self._ws.nbytes) < nbytes:
+        if self._ws is None or int(self._ws.nbytes) < workspace_bytes:
             self.stream.synchronize()  # calls in flight may still use the old buffer
             self._ws = None
             self.cp.get_default_memory_pool().free_all_blocks()
-            self._ws = self.cp.empty(nbytes, dtype=self.cp.uint8)
+            self._ws = self.cp.empty(workspace_bytes, dtype=self.cp.uint8)
         return int(self._ws.data.ptr)
 
     def release(self) -> None:
@@ -476,7 +474,7 @@ class CudaBackend(Backend):
         props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
         name = props["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)
-        return f"{name}, cuDNN {version_text(self.real.version())}"
+        return f"{name}, cuDNN {self.real.version_text()}"
 
     def close(self) -> None:
         super().close()

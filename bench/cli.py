@@ -15,17 +15,23 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ucudnn import __version__, config
+from ucudnn._cudnn_abi import Op
 from ucudnn.bench.problems import SETS, Problem, ProblemError, dedupe, load_problems, with_batch
 from ucudnn.bench.suites import SUITES, get_suite
 from ucudnn.cli._files import NotACache, blank, ensure_parent, refuse_foreign
 from ucudnn.cli._parser import Parser
 from ucudnn.config import ConfigError, format_size, parse_size
 
-OPS = ("fwd", "bwd-data", "bwd-filter")
+if TYPE_CHECKING:  # imported by main() once the options are checked: they load numpy and the native libraries
+    from ucudnn.bench.backends import Backend
+    from ucudnn.bench.runner import Row, Runner
+
+OPS = tuple(op.label for op in Op)
 POLICIES = ("undivided", "powerOfTwo", "all")
 DEFAULT_LIMITS = "8MiB,64MiB,512MiB"
 # --quick: limits that bind on the quick suite's layers (their im2col-style workspaces at N are tens of MiB).
@@ -190,32 +196,30 @@ def _split(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def parse_ops(text: str) -> list[str]:
-    ops = _split(text)
-    aliases = {"forward": "fwd", "bwd_data": "bwd-data", "bwd_filter": "bwd-filter", "bwddata": "bwd-data"}
+def _choose(
+    text: str, option: str, what: str, known: Sequence[str], aliases: dict[str, str] | None = None
+) -> list[str]:
+    """The distinct names of a comma-separated option, in order: each one of ``known`` (any case) or an alias."""
     out: list[str] = []
-    for op in ops:
-        name = aliases.get(op.lower(), op.lower())
-        if name not in OPS:
-            raise UsageError(f"--ops: unknown op {op!r}; expected some of {','.join(OPS)}")
+    for item in _split(text):
+        low = item.lower()
+        name = (aliases or {}).get(low) or next((k for k in known if k.lower() == low), None)
+        if name is None:
+            raise UsageError(f"{option}: unknown {what} {item!r}; expected some of {','.join(known)}")
         if name not in out:
             out.append(name)
     if not out:
-        raise UsageError("--ops: empty")
+        raise UsageError(f"{option}: empty")
     return out
+
+
+def parse_ops(text: str) -> list[str]:
+    aliases = {"forward": "fwd", "bwd_data": "bwd-data", "bwd_filter": "bwd-filter", "bwddata": "bwd-data"}
+    return _choose(text, "--ops", "op", OPS, aliases)
 
 
 def parse_policies(text: str) -> list[str]:
-    out: list[str] = []
-    for item in _split(text):
-        match = [p for p in POLICIES if p.lower() == item.lower()]
-        if not match:
-            raise UsageError(f"--policy: unknown policy {item!r}; expected some of {','.join(POLICIES)}")
-        if match[0] not in out:
-            out.append(match[0])
-    if not out:
-        raise UsageError("--policy: empty")
-    return out
+    return _choose(text, "--policy", "policy", POLICIES)
 
 
 def parse_limits(text: str) -> list[int]:
@@ -274,76 +278,215 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What the command line asks for, checked: the problems and where they came from, what to run, the cache."""
+
+    problems: list[Problem]
+    source: str
+    legend: str
+    ops: list[str]
+    policies: list[str]
+    limits: list[int]
+    repeat: int
+    threads: int | None
+    database: Path
+    explicit_database: bool
+
+
+def _error(message: str) -> int:
+    print(f"ucudnn-bench: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _check(args: argparse.Namespace) -> _Run:
+    """The run ``args`` describe; UsageError (or ProblemError, ConfigError, NotACache) for what is wrong."""
+    problems, source, legend = select_problems(args)
+    ops = parse_ops(args.ops)
+    policies = parse_policies(args.policy)
+    limits = parse_limits(args.workspace or (QUICK_LIMITS if args.quick else DEFAULT_LIMITS))
+    repeat = args.repeat if args.repeat is not None else (QUICK_REPEAT if args.quick else 5)
+    if repeat <= 0 or args.warmup < 0:
+        raise UsageError("--repeat must be positive and --warmup not negative")
+    if args.calls_per_sample is not None and args.calls_per_sample <= 0:
+        raise UsageError(f"--calls-per-sample {args.calls_per_sample}: must be positive")
+    if not args.sample_ms > 0:
+        raise UsageError(f"--sample-ms {args.sample_ms}: must be positive")
+    threads = args.threads
+    if threads is None and args.quick and args.backend == "host" and "OPENBLAS_NUM_THREADS" not in os.environ:
+        threads = 1  # steady timings on a shared or small machine; see --threads
+    if threads is not None and threads <= 0:
+        raise UsageError(f"--threads {threads}: must be positive")
+    if args.best_of is not None and args.best_of <= 0:
+        raise UsageError(f"--best-of {args.best_of}: must be positive")
+    if args.quick and args.backend != "host":
+        raise UsageError("--quick runs on the host backend; drop --backend or --quick")
+    if args.plot is not None:
+        from ucudnn.bench.report import plot_unavailable
+
+        missing = plot_unavailable()
+        if missing:
+            raise UsageError(f"{missing}; nothing was run")
+    explicit = args.database is not None and not blank(args.database)  # blank: not given
+    database = Path(args.database).expanduser() if explicit else config.database_path()
+    refuse_foreign(database)
+    return _Run(problems, source, legend, ops, policies, limits, repeat, threads, database, explicit)
+
+
+def _use_database(run: _Run) -> None:
+    """Point the planner at --database (through UCUDNN_DATABASE), its directory made; OSError if it cannot be."""
+    if run.explicit_database:
+        os.environ["UCUDNN_DATABASE"] = str(run.database)
+        ensure_parent(run.database, "ucudnn-bench")
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """The rows measured, whether the run was interrupted, and when and where it ran."""
+
+    rows: list[Row]
+    interrupted: bool
+    started: str
+    elapsed_s: float
+    device: str
+    verify_samples: int
+
+
+def _measure(runner: Runner, problems: list[Problem]) -> tuple[list[Row], bool]:
+    """Every row, and whether the run was interrupted (Ctrl-C, or SIGTERM from `timeout` or a scheduler: what was
+    measured is kept either way)."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return runner.run(problems), False
+    except KeyboardInterrupt:
+        return list(getattr(runner, "rows", [])), True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _title(run: _Run, args: argparse.Namespace, out: _Outcome) -> str:
+    return (
+        f"ucudnn-bench {__version__}: {len(run.problems)} problems ({run.source}"
+        f"{f'; interrupted after {len(out.rows)} rows' if out.interrupted else ''})\nops {','.join(run.ops)}, "
+        f"limits {','.join(format_size(x) for x in run.limits)}, policies {','.join(run.policies)}, "
+        f"{args.backend} backend"
+    )
+
+
+def _cache_line(database: Path) -> str:
+    """Where this run's benchmarks and plans went, or why they stayed in memory."""
+    runtime = sys.modules.get("ucudnn._runtime")  # the planner's, imported by the preload library when it planned
+    not_written = runtime.cache_not_written() if runtime is not None else None
+    if not_written:
+        return (f"cache: {database} was not written ({not_written}): this run's benchmarks and plans stayed in "
+                "memory, so a second run measures them again")  # fmt: skip
+    return (f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
+            f"{database}`)")  # fmt: skip
+
+
+def _meta(
+    run: _Run, args: argparse.Namespace, argv: Sequence[str] | None, runner: Runner, backend: Backend, out: _Outcome
+) -> dict[str, Any]:
+    """The JSON file's "meta": the command, the machine and every setting the rows were measured with."""
+    return {
+        "ucudnn_version": __version__,
+        "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],
+        "started_utc": out.started,
+        "elapsed_s": out.elapsed_s,
+        "problems": run.source,
+        "problem_count": len(run.problems),
+        "backend": args.backend,
+        "device": out.device,
+        "timing": backend.timing,
+        "ops": run.ops,
+        "limits_bytes": run.limits,
+        "policies": run.policies,
+        "repeat": run.repeat,
+        # "auto": each row's own count (2 to 10, sized for sample_ms); else the fixed count
+        "calls_per_sample": "auto" if runner.adaptive else runner.most_calls,
+        "sample_ms": args.sample_ms if runner.adaptive else None,
+        "warmup": args.warmup,
+        "best_of": getattr(backend, "best_of", 1) if backend.timing == "measure" else 1,
+        "verify_samples": out.verify_samples,
+        "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
+        "database": str(run.database),
+        "preload": str(backend.preload_path),
+        "python": platform.python_version(),
+        "partial": out.interrupted,
+    }
+
+
+def _write(args: argparse.Namespace, rows: Sequence[Row], meta: dict[str, Any], title: str) -> int:
+    """The files asked for (--json, --csv, --plot): 0, or 2 when one could not be written."""
+    from ucudnn.bench import report
+
+    try:
+        if args.json:
+            report.write_json(args.json, rows, meta)
+            print(f"wrote {args.json} (every row and the summary, JSON)")
+        if args.csv:
+            report.write_csv(args.csv, rows)
+            print(f"wrote {args.csv} (every row, CSV)")
+        if args.plot:
+            report.write_plot(args.plot, rows, title=title)
+            print(f"wrote {args.plot} (speedup chart)")
+    except report.PlotUnavailable as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot write output: {exc}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.list_suites:
         print(list_suites())
         return 0
     try:
-        problems, source, legend = select_problems(args)
-        ops = parse_ops(args.ops)
-        policies = parse_policies(args.policy)
-        limits = parse_limits(args.workspace or (QUICK_LIMITS if args.quick else DEFAULT_LIMITS))
-        repeat = args.repeat if args.repeat is not None else (QUICK_REPEAT if args.quick else 5)
-        if repeat <= 0 or args.warmup < 0:
-            raise UsageError("--repeat must be positive and --warmup not negative")
-        if args.calls_per_sample is not None and args.calls_per_sample <= 0:
-            raise UsageError(f"--calls-per-sample {args.calls_per_sample}: must be positive")
-        if not args.sample_ms > 0:
-            raise UsageError(f"--sample-ms {args.sample_ms}: must be positive")
-        threads = args.threads
-        if threads is None and args.quick and args.backend == "host" and "OPENBLAS_NUM_THREADS" not in os.environ:
-            threads = 1  # steady timings on a shared or small machine; see --threads
-        if threads is not None and threads <= 0:
-            raise UsageError(f"--threads {threads}: must be positive")
-        if args.best_of is not None and args.best_of <= 0:
-            raise UsageError(f"--best-of {args.best_of}: must be positive")
-        if args.quick and args.backend != "host":
-            raise UsageError("--quick runs on the host backend; drop --backend or --quick")
-        if args.plot is not None:
-            from ucudnn.bench.report import plot_unavailable
-
-            missing = plot_unavailable()
-            if missing:
-                raise UsageError(f"{missing}; nothing was run")
-        explicit = args.database is not None and not blank(args.database)  # blank: not given
-        database = Path(args.database).expanduser() if explicit else config.database_path()
-        refuse_foreign(database)
+        run = _check(args)
     except (ProblemError, ConfigError, UsageError, NotACache) as exc:
-        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
-        return 2
-    if explicit:
-        os.environ["UCUDNN_DATABASE"] = str(database)
-        try:
-            ensure_parent(database, "ucudnn-bench")
-        except OSError as exc:
-            print(f"ucudnn-bench: error: cannot create the directory of --database {database}: "
-                  f"{exc.strerror or exc}", file=sys.stderr)  # fmt: skip
-            return 2
+        return _error(str(exc))
+    try:
+        _use_database(run)
+    except OSError as exc:
+        return _error(f"cannot create the directory of --database {run.database}: {exc.strerror or exc}")
 
     # Imported only now: loading the backends pulls in numpy and the native libraries.
-    from ucudnn.bench import report
     from ucudnn.bench.backends import BackendUnavailable, open_backend
-    from ucudnn.bench.runner import RunConfig, Runner, verify_samples
+    from ucudnn.bench.runner import verify_samples
 
     try:
         samples = verify_samples()
-    except ConfigError as exc:
-        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
-        return 2
-
-    try:
-        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=threads,
+        backend = open_backend(args.backend, host_timing=args.host_timing, preload=args.preload, threads=run.threads,
                                best_of=args.best_of)  # fmt: skip
-    except BackendUnavailable as exc:
-        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
-        return 2
+    except (ConfigError, BackendUnavailable) as exc:
+        return _error(str(exc))
+    out, runner = _execute(args, run, backend, samples)
+    if out.interrupted and not out.rows:
+        print("\nucudnn-bench: interrupted before any row was measured; no results written", file=sys.stderr)
+        return 130
+    if out.interrupted:
+        print(f"\nucudnn-bench: interrupted; reporting and writing the {len(out.rows)} rows measured", file=sys.stderr)
+    title = _title(run, args, out)
+    _print_tables(args, run, out, backend.timing, title)
+    status = _write(args, out.rows, _meta(run, args, argv, runner, backend, out), title)
+    status = status or (130 if out.interrupted else 0)
+    if any(r.status == "ok" and not r.output_match for r in out.rows):
+        print("ucudnn-bench: ucudnn's output differed from the undivided output (see above)", file=sys.stderr)
+        status = status or 1
+    return status
+
+
+def _execute(args: argparse.Namespace, run: _Run, backend: Backend, samples: int) -> tuple[_Outcome, Runner]:
+    """Run every problem on ``backend`` (closed afterwards), as ``args`` and ``run`` say."""
+    from ucudnn.bench import report
+    from ucudnn.bench.runner import RunConfig, Runner
+
     cfg = RunConfig(
-        ops=ops,
-        limits=limits,
-        policies=policies,
-        repeat=repeat,
+        ops=run.ops,
+        limits=run.limits,
+        policies=run.policies,
+        repeat=run.repeat,
         warmup=args.warmup,
         tolerance=args.tolerance,
         seed=args.seed,
@@ -356,87 +499,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     runner = Runner(backend, cfg, report.Progress(args.progress))
-    interrupted = False
-    # A run ended by `timeout` or a scheduler (SIGTERM) keeps what it measured, like one ended by Ctrl-C.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        rows = runner.run(problems)
-    except KeyboardInterrupt:
-        rows = list(getattr(runner, "rows", []))
-        interrupted = True
-        if not rows:
-            print("\nucudnn-bench: interrupted before any row was measured; no results written", file=sys.stderr)
-            return 130
-        print(f"\nucudnn-bench: interrupted; reporting and writing the {len(rows)} rows measured", file=sys.stderr)
+        rows, interrupted = _measure(runner, run.problems)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         backend.close()
-    elapsed = time.monotonic() - t0
-    title = (
-        f"ucudnn-bench {__version__}: {len(problems)} problems ({source}"
-        f"{f'; interrupted after {len(rows)} rows' if interrupted else ''})\nops {','.join(ops)}, "
-        f"limits {','.join(format_size(x) for x in limits)}, policies {','.join(policies)}, {args.backend} backend"
-    )
+    return _Outcome(rows, interrupted, started, time.monotonic() - t0, device, samples), runner
+
+
+def _print_tables(args: argparse.Namespace, run: _Run, out: _Outcome, timing: str, title: str) -> None:
+    """The rows (-v), the summary and where the cache is."""
+    from ucudnn.bench import report
+
     if args.verbose:
-        print(report.detail_table(rows))
+        print(report.detail_table(out.rows))
         print()
-    print(report.summary_table(rows, title=title, elapsed_s=elapsed, device=device, timing=backend.timing,
-                               problems=legend))
-    runtime = sys.modules.get("ucudnn._runtime")  # the planner's, imported by the preload library when it planned
-    not_written = runtime.cache_not_written() if runtime is not None else None
-    if not_written:
-        print(f"cache: {database} was not written ({not_written}): this run's benchmarks and plans stayed in memory, "
-              "so a second run measures them again")  # fmt: skip
-    else:
-        print(f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
-              f"{database}`)")  # fmt: skip
-    meta = {
-        "ucudnn_version": __version__,
-        "command": ["ucudnn-bench", *(sys.argv[1:] if argv is None else argv)],
-        "started_utc": started,
-        "elapsed_s": elapsed,
-        "problems": source,
-        "problem_count": len(problems),
-        "backend": args.backend,
-        "device": device,
-        "timing": backend.timing,
-        "ops": ops,
-        "limits_bytes": limits,
-        "policies": policies,
-        "repeat": repeat,
-        # "auto": each row's own count (2 to 10, sized for sample_ms); else the fixed count
-        "calls_per_sample": "auto" if runner.adaptive else runner.most_calls,
-        "sample_ms": args.sample_ms if runner.adaptive else None,
-        "warmup": args.warmup,
-        "best_of": getattr(backend, "best_of", 1) if backend.timing == "measure" else 1,
-        "verify_samples": samples,
-        "tolerance": args.tolerance if args.tolerance is not None else backend.default_tolerance,
-        "database": str(database),
-        "preload": str(backend.preload_path),
-        "python": platform.python_version(),
-        "partial": interrupted,
-    }
-    status = 130 if interrupted else 0
-    try:
-        if args.json:
-            report.write_json(args.json, rows, meta)
-            print(f"wrote {args.json} (every row and the summary, JSON)")
-        if args.csv:
-            report.write_csv(args.csv, rows)
-            print(f"wrote {args.csv} (every row, CSV)")
-        if args.plot:
-            report.write_plot(args.plot, rows, title=title)
-            print(f"wrote {args.plot} (speedup chart)")
-    except report.PlotUnavailable as exc:
-        print(f"ucudnn-bench: error: {exc}", file=sys.stderr)
-        status = 2
-    except OSError as exc:
-        print(f"ucudnn-bench: error: cannot write output: {exc}", file=sys.stderr)
-        status = 2
-    if any(r.status == "ok" and not r.output_match for r in rows):
-        print("ucudnn-bench: ucudnn's output differed from the undivided output (see above)", file=sys.stderr)
-        status = status or 1
-    return status
+    print(report.summary_table(out.rows, title=title, elapsed_s=out.elapsed_s, device=out.device, timing=timing,
+                               problems=run.legend))  # fmt: skip
+    print(_cache_line(run.database))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
 
     import numpy as np
 
+    from ucudnn import bridge
     from ucudnn.cudnn import UnhookedCDLL
     from ucudnn.graph_api import Backend, ConvGraph
 
@@ -69,18 +70,10 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
     ptrs = (x.ctypes.data, w.ctypes.data, y.ctypes.data, ws.ctypes.data)
     # The mechanism is what is measured, not a planner's choice: a planner that always declines leaves the shim's
     # fallback (the caller's engine, split at the largest size that fits), as in a C host without a planner.
-    planner_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-    declining = planner_type(lambda request, reply: 2)
-    ctypes.CDLL(None).ucudnn_set_planner(declining)
-    set_option = ctypes.CDLL(None).ucudnn_set_option
-    set_option.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
-    stats_json = ctypes.CDLL(None).ucudnn_stats_json
-    stats_json.restype = ctypes.c_size_t
+    bridge.set_planner(lambda request, reply: 2)
 
     def micro_batches() -> int:
-        buf = ctypes.create_string_buffer(1 << 16)
-        stats_json(buf, ctypes.c_size_t(len(buf)))
-        return int(json.loads(buf.value.decode())["graph_micro_batches"])
+        return int(bridge.stats()["graph_micro_batches"])
 
     def build(api: Backend, n: int = 2) -> ConvGraph:
         x_shape, y_shape = (n, *SHAPES["x"][1:]), (n, *SHAPES["y"][1:])
@@ -97,7 +90,7 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
     results: dict[str, list[float]] = {"build": [], "execute": [], "execute_split_per_part": []}
     for r in range(rounds):
         order = (hooked_api, real_api) if r % 2 == 0 else (real_api, hooked_api)
-        set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", b"auto")  # plans pass through: recording alone is measured
+        bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "auto")  # plans pass through: recording alone is measured
         build_ns = {id(api): _per_call_ns(build_and_drop(api), max(1, iters // 20)) for api in order}
         results["build"].append(build_ns[id(hooked_api)] - build_ns[id(real_api)])
         through, direct = build(hooked_api), build(real_api)
@@ -111,7 +104,7 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
         probe = build(real_api, 1)
         one_sample = probe.workspace_bytes
         probe.close()
-        set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(one_sample).encode())
+        bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(one_sample))
         split = build(hooked_api)
         whole = build(real_api)
         call_split, call_whole = split.executor(*ptrs), whole.executor(*ptrs)
@@ -123,7 +116,7 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
         split.close()
         whole.close()
     figures: dict[str, Any] = {k: statistics.median(v) for k, v in results.items()}
-    set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", b"auto")
+    bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "auto")
     figures |= _no_pressure(hooked_api, real_api, handle.value or 0, rounds, iters)
     figures["live"] = _live_axis(hooked_api, real_api, handle.value or 0, ptrs, rounds, iters, live_counts)
     return figures
@@ -138,9 +131,9 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
 
     import numpy as np
 
-    from ucudnn import _runtime  # registers its planner and framework source; the declining planner stays in use
+    # _runtime registers its planner and framework source; the declining planner stays in use
+    from ucudnn import _runtime, bridge
     from ucudnn.bridge import ffi
-    from ucudnn.bridge import lib as bridge
     from ucudnn.graph_api import (
         A_HEUR_GRAPH,
         A_HEUR_MODE,
@@ -154,9 +147,7 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
         P,
     )
 
-    planner_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-    declining = planner_type(lambda request, reply: 2)
-    ctypes.CDLL(None).ucudnn_set_planner(declining)
+    bridge.set_planner(lambda request, reply: 2)
     stand_in = types.ModuleType("torch")
     stand_in.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         is_initialized=lambda: True, current_device=lambda: 0, memory_reserved=lambda d: 0,
@@ -199,8 +190,8 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
         k: [] for k in ("heuristics", "heuristics_torch", "step_us", "step_us_direct", "step_ratio")
     }
     n = max(20, iters // 20)
-    for key, source in (("heuristics", ffi.NULL), ("heuristics_torch", bridge._ucudnn_py_framework)):
-        bridge.ucudnn_bridge_set_framework_source(source)
+    for key, source in (("heuristics", ffi.NULL), ("heuristics_torch", bridge.lib._ucudnn_py_framework)):
+        bridge.lib.ucudnn_bridge_set_framework_source(source)
         if source != ffi.NULL:
             sys.modules["torch"] = stand_in
         for r in range(rounds):
@@ -208,7 +199,7 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
             t = {k: _per_call_ns(query(k), n) for k in sides}
             out[key].append(t["through"] - t["direct"])
         sys.modules.pop("torch", None)
-    bridge.ucudnn_bridge_set_framework_source(ffi.NULL)
+    bridge.lib.ucudnn_bridge_set_framework_source(ffi.NULL)
     # The step: fprop, dgrad, wgrad of one small layer, each plan executed once a step.
     shapes = ((4, 8, 8, 8), (8, 8, 3, 3), (4, 8, 8, 8), (1, 1), (1, 1), 0)
     ops = ("fwd", "bwd-data", "bwd-filter")
@@ -259,6 +250,7 @@ def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], round
     """Per live-plan count: ns per Execute (a plan passed through) and per variant-pack cycle, shim minus direct."""
     import ctypes
 
+    from ucudnn import bridge
     from ucudnn.graph_api import (
         A_PLAN_CFG,
         A_VP_PTRS,
@@ -274,9 +266,7 @@ def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], round
     )
 
     uids, pointers, ws = i64s(120, 119, 121), (P * 3)(*ptrs[:3]), ctypes.byref(P(ptrs[3]))
-    set_option = ctypes.CDLL(None).ucudnn_set_option
-    set_option.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
-    set_option(b"UCUDNN_DEFAULT_WORKSPACE_LIMIT", b"auto")  # plans pass through: the lookups alone are measured
+    bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "auto")  # plans pass through: the lookups alone are measured
 
     def cycle(api: Any) -> Any:
         lib = api.lib

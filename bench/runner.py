@@ -39,12 +39,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ucudnn import config
+from ucudnn import bridge, config
 from ucudnn.bench.backends import Backend, Sample
-from ucudnn.bench.capi import CudnnError, Descriptors, Perf, algo_name
+from ucudnn.bench.capi import Descriptors
 from ucudnn.bench.problems import Problem
+from ucudnn.cudnn import CudnnError, Op, Perf
 from ucudnn.graph_api import ConvGraph, GraphApiError
-from ucudnn.plan_text import format_groups
+from ucudnn.plan_text import algo_name, format_groups
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -162,7 +163,7 @@ class _Case:
     """Buffers and reference results of one problem x op, shared by every limit and policy."""
 
     problem: Problem
-    op: str
+    op: Op
     d: Descriptors
     in0: Any
     in1: Any
@@ -274,7 +275,7 @@ class Runner:
 
     def _problem_op(self, p: Problem, op: str) -> list[Row]:
         try:
-            case = self._prepare(p, op)
+            case = self._prepare(p, Op.parse(op))
         except (CudnnError, MemoryError) as exc:
             self.b.release()
             return self._skipped(p, op, f"{type(exc).__name__}: {exc}")
@@ -286,36 +287,33 @@ class Runner:
         try:
             return self._measure(case)
         finally:
-            self.b.real.destroy_descriptors(case.d)
+            case.d.close()
             case.drop()
             self.b.release()  # this case's buffers, references and workspace
 
-    def _prepare(self, p: Problem, op: str) -> _Case:
-        d = self.b.real.make_descriptors(
-            p.n, p.c, p.h, p.w, p.k, p.filter_h, p.filter_w, (p.pad_h, p.pad_w), (p.stride_h, p.stride_w)
-        )
+    def _prepare(self, p: Problem, op: Op) -> _Case:
+        d = Descriptors.make(self.b.real, p)
         try:
             s0, s1, s2 = d.operand_shapes(op)
             in0 = self.b.random(s0, self.cfg.seed)
             in1 = self.b.random(s1, self.cfg.seed + 1)
             out = self.b.filled(s2, math.nan)
-            perfs = self.b.real.find(op, self.b.handle, d)
+            perfs = self.b.real.find(self.b.handle, op, *d.args())
         except BaseException:
-            self.b.real.destroy_descriptors(d)
+            d.close()
             raise
         return _Case(p, op, d, in0, in1, out, perfs)
 
-    def _call(self, case: _Case, algo: int, ws_bytes: int, *, hooked: bool) -> Callable[[], None]:
+    def _call(self, case: _Case, algo: int, workspace_bytes: int, *, hooked: bool) -> Callable[[], None]:
         """One call of ``algo`` on the cuDNN library itself (or through the preload library), arguments bound once.
 
         The workspace is the case's one buffer (grown if needed, then sliced): nothing is allocated per call.
         """
         b = self.b
         lib = b.hooked if hooked else b.real
-        ws = b.workspace(ws_bytes)
-        return lib.executor(
-            case.op, b.handle, case.d, algo, b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out), ws, ws_bytes
-        )
+        workspace = b.workspace(workspace_bytes)
+        data = case.op.roles(b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out))
+        return lib.executor(b.handle, case.op, *case.d.args(), algo, data, workspace, workspace_bytes)
 
     def _undivided_call(self, case: _Case, perf: Perf) -> Callable[[], None]:
         """``perf.algo`` on the cuDNN library itself, with a workspace of the size Find reported."""
@@ -332,7 +330,7 @@ class Runner:
         return self.b.sample(fn, self.calls)
 
     def _measure(self, case: _Case) -> list[Row]:
-        p, op = case.problem, case.op
+        p, op = case.problem, case.op.label
         ok = sorted((x for x in case.perfs if x.status == 0), key=lambda x: (x.time_ms, x.memory_bytes, x.algo))
         if not ok:
             statuses = ", ".join(f"{algo_name(op, x.algo)}={x.status}" for x in case.perfs) or "no results"
@@ -411,28 +409,30 @@ class Runner:
         load on a shared machine; the last sample is ucudnn's, so its output is what ``_compare`` reads.
         """
         b, op = self.b, case.op
-        b.shim.clear_plans()  # planning is then timed from the SQLite cache or the benchmark, never memory
-        b.shim.set_option("UCUDNN_BATCH_SIZE_POLICY", row.policy)
-        b.shim.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(row.limit_bytes))
+        bridge.clear_plans()  # planning is then timed from the SQLite cache or the benchmark, never memory
+        bridge.set_option("UCUDNN_BATCH_SIZE_POLICY", row.policy)
+        bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(row.limit_bytes))
         # PyTorch's legacy path: Get*_v7 (ucudnn plans here and reports its plan first), then the workspace
         # query for that algorithm. Find through ucudnn would also run the real Find at N, which is not planning.
         t0 = time.perf_counter()
-        perfs = b.hooked.get_v7(op, b.handle, case.d)
+        perfs = b.hooked.get_v7(b.handle, op, *case.d.args())
         row.planning_ms = (time.perf_counter() - t0) * 1e3
         # A framework under a memory limit takes the first result whose workspace it can afford. When ucudnn
         # plans, that is entry 0 (its plan fits by construction); when the call passes through, it is cuDNN's
         # best fitting algorithm -- never one over the limit, which would flatter ucudnn.
         chosen = next((x for x in perfs if x.status == 0 and x.memory_bytes <= row.limit_bytes), None)
         if chosen is None:
-            raise CudnnError("ucudnn Get_v7", -1, "no successful result within the limit through the preload library")
-        ws_bytes = b.hooked.workspace_size(op, b.handle, case.d, chosen.algo)
-        if ws_bytes > row.limit_bytes:
-            why = f"{ws_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
-            raise CudnnError("ucudnn Get*WorkspaceSize", -1, why)
-        plan = b.shim.last_plan()
-        before = b.shim.stats()
-        b.workspace(max(ws_bytes, base.memory_bytes))  # grow the case's buffer first: both calls slice it
-        ucudnn_call = self._call(case, chosen.algo, ws_bytes, hooked=True)
+            raise CudnnError.failed(
+                "ucudnn Get_v7", -1, "no successful result within the limit through the preload library"
+            )
+        workspace_bytes = b.hooked.workspace_size(b.handle, op, *case.d.args(), chosen.algo)
+        if workspace_bytes > row.limit_bytes:
+            why = f"{workspace_bytes} B for algo {chosen.algo} exceeds the limit {row.limit_bytes} B"
+            raise CudnnError.failed("ucudnn Get*WorkspaceSize", -1, why)
+        plan = bridge.last_plan()
+        before = bridge.stats()
+        b.workspace(max(workspace_bytes, base.memory_bytes))  # grow the case's buffer first: both calls slice it
+        ucudnn_call = self._call(case, chosen.algo, workspace_bytes, hooked=True)
         undivided_call = self._undivided_call(case, base)
         warm = self.cfg.warmup * self.calls
         b.issue(undivided_call, warm)
@@ -443,7 +443,7 @@ class Runner:
         b.issue(ucudnn_call, 1)
         checking = self.verify_calls > 0 and (
             "verify_executions" not in before
-            or _count(b.shim.stats(), "verify_executions") > _count(before, "verify_executions")
+            or _count(bridge.stats(), "verify_executions") > _count(before, "verify_executions")
         )
         if checking:
             b.issue(ucudnn_call, max(warm, self.verify_calls) - 1)
@@ -454,8 +454,8 @@ class Runner:
         else:
             b.issue(ucudnn_call, max(warm - 1, 0))
         self._time_pair(case, undivided_call, ucudnn_call, row)
-        executed = b.shim.last_plan() or plan
-        after = b.shim.stats()
+        executed = bridge.last_plan() or plan
+        after = bridge.stats()
         row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
         row.verified = _count(after, "verified") > _count(before, "verified")
         row.rejected_by_measurement = _count(after, "rejected_by_measurement") > _count(
@@ -463,8 +463,8 @@ class Runner:
         )
         # No plan ran (every call passed through): there is no prediction to compare with.
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
-        row.plan_workspace_bytes = int(executed.get("workspace_bytes", ws_bytes))
-        row.micro_batches = _micro_batches(executed, op)
+        row.plan_workspace_bytes = int(executed.get("workspace_bytes", workspace_bytes))
+        row.micro_batches = _micro_batches(executed, op.label)
         if row.passthrough_calls:
             row.reason = f"{row.passthrough_calls} call(s) passed through unplanned"
 
@@ -472,7 +472,7 @@ class Runner:
         """A check whose first pairs of timings disagree takes S more pairs (2 S calls): run them, so that the timed
         samples see the settled choice, not the check's alternation. Stops as soon as the check's counter moves."""
         for _ in range(self.verify_calls):
-            if _count(self.b.shim.stats(), counter) > _count(before, counter):
+            if _count(bridge.stats(), counter) > _count(before, counter):
                 return
             self.b.issue(call, 1)
 
@@ -486,13 +486,14 @@ class Runner:
         and a framework under that limit moves on to an engine that fits: the baseline's.
         """
         b, op, p, d = self.b, case.op, case.problem, case.d
-        b.shim.clear_plans()
-        b.shim.set_option("UCUDNN_BATCH_SIZE_POLICY", row.policy)
-        b.shim.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(row.limit_bytes))
+        bridge.clear_plans()
+        bridge.set_option("UCUDNN_BATCH_SIZE_POLICY", row.policy)
+        bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(row.limit_bytes))
         pad, stride = (p.pad_h, p.pad_w), (p.stride_h, p.stride_w)
 
         def plan(engine: int) -> ConvGraph:
-            return ConvGraph(b.graph, b.handle, op, d.x_shape, d.w_shape, d.y_shape, pad, stride, engine)
+            handle = b.handle.ptr or 0
+            return ConvGraph(b.graph, handle, op.label, d.x_shape, d.w_shape, d.y_shape, pad, stride, engine)
 
         t0 = time.perf_counter()
         graph = plan(ceiling.algo)
@@ -501,13 +502,12 @@ class Runner:
             graph = plan(base.algo)
         row.planning_ms = (time.perf_counter() - t0) * 1e3
         try:
-            before = b.shim.stats()
-            ws_bytes = graph.workspace_bytes
-            b.workspace(max(ws_bytes, base.memory_bytes))
-            ws = b.workspace(ws_bytes)
-            in0, in1, out = b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out)
-            x, w, y = {"fwd": (in0, in1, out), "bwd-data": (out, in0, in1)}.get(op, (in0, out, in1))
-            ucudnn_call = graph.executor(x, w, y, ws)
+            before = bridge.stats()
+            workspace_bytes = graph.workspace_bytes
+            b.workspace(max(workspace_bytes, base.memory_bytes))
+            workspace = b.workspace(workspace_bytes)
+            x, w, y = op.roles(b.ptr(case.in0), b.ptr(case.in1), b.ptr(case.out))
+            ucudnn_call = graph.executor(x, w, y, workspace)
             undivided_call = self._undivided_call(case, base)
             warm = self.cfg.warmup * self.calls
             b.issue(undivided_call, warm)
@@ -519,13 +519,13 @@ class Runner:
             if self.verify_calls:
                 self._settle_check(ucudnn_call, before, "graph_verified")
             self._time_pair(case, undivided_call, ucudnn_call, row)
-            after = b.shim.stats()
-            resolved = b.shim.graph_plan(graph.plan)
+            after = bridge.stats()
+            resolved = bridge.graph_plan(graph.plan)
         finally:
             graph.close()
         row.passthrough_calls = _count(after, "passthrough") - _count(before, "passthrough")
         row.predicted_ms = math.nan  # the graph path does not report its plan's predicted time
-        row.plan_workspace_bytes = ws_bytes
+        row.plan_workspace_bytes = workspace_bytes
         runs = resolved.get("runs")
         parts = resolved.get("alternative" if runs == "alternative" else "parts") or []
         if runs == "caller" or not parts:
@@ -533,7 +533,7 @@ class Runner:
             parts = [{"batch": p.n, "engine": engine, "count": 1}]
         row.micro_batches = [
             {"batch": int(x["batch"]), "algo": int(x["engine"]), "count": int(x["count"]),
-             "algo_name": algo_name(op, int(x["engine"])) if int(x["engine"]) >= 0 else "?"}
+             "algo_name": algo_name(op.label, int(x["engine"])) if int(x["engine"]) >= 0 else "?"}
             for x in parts
         ]  # fmt: skip
         row.verified = after.get("graph_verified", 0) > before.get("graph_verified", 0)

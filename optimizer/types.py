@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class AlgoPerf:
-    """One measured algorithm: running it on a micro-batch of ``batch`` samples takes ``time_ms`` and needs
-    ``workspace_bytes`` of scratch memory. ``time_ms`` may be ``inf`` for an algorithm that cannot run."""
+class _AlgoRun:
+    """An algorithm ``algo`` (with ``math_type``) run on ``batch`` samples: ``time_ms`` and ``workspace_bytes``."""
 
     batch: int
     algo: int
@@ -24,15 +23,14 @@ class AlgoPerf:
 
 
 @dataclass(frozen=True)
-class MicroBatch:
-    """One step of a plan: ``batch`` consecutive samples run with algorithm ``algo`` (and ``math_type``)."""
+class AlgoPerf(_AlgoRun):
+    """One measured algorithm: running it on a micro-batch of ``batch`` samples takes ``time_ms`` and needs
+    ``workspace_bytes`` of scratch memory. ``time_ms`` may be ``inf`` for an algorithm that cannot run."""
 
-    batch: int
-    algo: int
-    time_ms: float
-    workspace_bytes: int
-    deterministic: bool = True
-    math_type: int = 0
+
+@dataclass(frozen=True)
+class MicroBatch(_AlgoRun):
+    """One step of a plan: ``batch`` consecutive samples run with algorithm ``algo`` (and ``math_type``)."""
 
     @classmethod
     def from_perf(cls, perf: AlgoPerf) -> MicroBatch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +14,15 @@ import pytest
 REAL_CUDNN_INSTALL = "pip install --no-deps nvidia-cudnn-cu13"
 # What the GPU tests need besides an NVIDIA GPU and its driver.
 GPU_INSTALL = "pip install 'ucudnn[cuda]' (CuPy), plus torch and torchvision for the PyTorch tests"
+
+
+def assert_native_output_diverted(code: str, noise: str) -> None:
+    """Run ``code`` in a fresh interpreter: it prints 'before' and 'after' to stdout and ``noise`` from native code
+    inside ``native_stdout_to_stderr()``, which must land on stderr only."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["before", "after"]
+    assert noise in proc.stderr
 
 
 @functools.cache

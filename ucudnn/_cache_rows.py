@@ -190,6 +190,14 @@ def require(ok: bool, where: str, what: str) -> None:
         raise CacheError(f"{where}: {what}")
 
 
+def _require_kernel(item: Any, where: str) -> None:
+    """An exported run or plan is an object naming its kernel: key, backend and batch."""
+    require(isinstance(item, Mapping), where, "must be an object")
+    require(isinstance(item.get("key"), str) and bool(item["key"]), where, "'key' must be a non-empty string")
+    require(isinstance(item.get("backend_id"), str), where, "'backend_id' must be a string")
+    require(is_int(item.get("batch"), 1), where, "'batch' must be a positive integer")
+
+
 def validate_import(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     require(isinstance(data, Mapping), "import", "the top level must be a JSON object")
     require(data.get("format") == EXPORT_FORMAT, "import", f"'format' must be {EXPORT_FORMAT!r}")
@@ -198,10 +206,7 @@ def validate_import(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any
     require(isinstance(runs, list) and isinstance(plans, list), "import", "'benchmarks' and 'plans' must be lists")
     for i, run in enumerate(runs):
         where = f"benchmarks[{i}]"
-        require(isinstance(run, Mapping), where, "must be an object")
-        require(isinstance(run.get("key"), str) and bool(run["key"]), where, "'key' must be a non-empty string")
-        require(isinstance(run.get("backend_id"), str), where, "'backend_id' must be a string")
-        require(is_int(run.get("batch"), 1), where, "'batch' must be a positive integer")
+        _require_kernel(run, where)
         require(is_time(run.get("measured_at")), where, "'measured_at' must be a timestamp")
         algos = run.get("algos")
         require(isinstance(algos, list), where, "'algos' must be a list")
@@ -216,10 +221,7 @@ def validate_import(data: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any
             require(t is None if a["status"] != 0 else is_time(t), w, "'time_ms' must be >= 0 (null if failed)")
     for i, p in enumerate(plans):
         where = f"plans[{i}]"
-        require(isinstance(p, Mapping), where, "must be an object")
-        require(isinstance(p.get("key"), str) and bool(p["key"]), where, "'key' must be a non-empty string")
-        require(isinstance(p.get("backend_id"), str), where, "'backend_id' must be a string")
-        require(is_int(p.get("batch"), 1), where, "'batch' must be a positive integer")
+        _require_kernel(p, where)
         require(p.get("policy") in _KNOWN_POLICIES, where, f"'policy' must be one of {', '.join(_KNOWN_POLICIES)}")
         require(is_int(p.get("workspace_limit")), where, "'workspace_limit' must be a non-negative integer")
         require(isinstance(p.get("deterministic_only"), bool), where, "'deterministic_only' must be true or false")

@@ -147,18 +147,22 @@ def _plan(request: Any, reply: Any) -> int:
 
     backend_id = _text(request.backend_id, "backend_id")
     # Workspace Division when a total budget is set: the kernel is planned under its share of it.
+    from ucudnn.planner import PlanRequest
+
     plan_with: Planner | Network = network() if _total_budget() > 0 else planner()
     result = plan_with.plan(
-        key=key,
-        backend_id=backend_id,
-        batch=int(request.batch),
-        workspace_limit_bytes=int(request.workspace_limit_bytes),
-        policy=_text(request.policy, "policy"),
-        deterministic_only=bool(request.deterministic_only),
-        algo_count=algo_count,
-        benchmark=benchmark,
-        op=int(request.op),
-        call_cost=lambda: bridge.measure_call_cost(bench_ctx),
+        PlanRequest(
+            key=key,
+            backend_id=backend_id,
+            batch=int(request.batch),
+            workspace_limit_bytes=int(request.workspace_limit_bytes),
+            policy=_text(request.policy, "policy"),
+            deterministic_only=bool(request.deterministic_only),
+            algo_count=algo_count,
+            benchmark=benchmark,
+            op=int(request.op),
+            call_cost=lambda: bridge.measure_call_cost(bench_ctx),
+        )
     )
     plan = result.plan
     if plan is None:

@@ -9,6 +9,7 @@ fails here with a message saying to rebuild, instead of misbehaving later.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ucudnn import __version__
@@ -29,10 +30,12 @@ __all__ = [
     "benchmark",
     "clear_plans",
     "ffi",
+    "graph_plan",
     "last_plan",
     "lib",
     "note_division",
     "set_option",
+    "set_planner",
     "shim_loaded",
     "shim_version",
     "stats",
@@ -100,6 +103,19 @@ def set_option(name: str, value: str) -> None:
     _check(status, "ucudnn_set_option")
 
 
+_planner: Any = None  # the callback set_planner registered, alive while the shim may call it
+
+
+def set_planner(planner: Callable[[Any, Any], int] | None) -> None:
+    """Register ``planner(request, reply) -> status`` (ucudnn.h's ``ucudnn_planner_fn``; an exception counts as 2,
+    an error) in place of ucudnn's own planner; None unregisters. For tools that measure the shim without planning:
+    a program's planner is ``ucudnn._runtime``'s, registered when the shim first needs a plan."""
+    global _planner
+    callback = ffi.NULL if planner is None else ffi.callback("ucudnn_planner_fn", planner, error=2)
+    _check(lib.ucudnn_bridge_set_planner(callback), "ucudnn_set_planner")
+    _planner = callback
+
+
 def clear_plans() -> None:
     """Drop the shim's in-memory plans (the SQLite cache is untouched)."""
     _check(lib.ucudnn_bridge_clear_plans(), "ucudnn_clear_plans")
@@ -116,12 +132,12 @@ def note_division(kernels: int, budget_bytes: int, workspace_bytes: int, time_ms
     return True
 
 
-def _json_call(fn: Any, what: str) -> Any:
+def _json_call(fn: Any, what: str, *args: Any) -> Any:
     needed = ffi.new("size_t *")
     size = 4096
     while True:
         buf = ffi.new("char[]", size)
-        _check(fn(buf, size, needed), what)
+        _check(fn(*args, buf, size, needed), what)
         if needed[0] < size:
             return json.loads(ffi.string(buf).decode())
         size = int(needed[0]) + 1
@@ -136,6 +152,16 @@ def stats() -> dict[str, Any]:
 def last_plan() -> dict[str, Any]:
     """The plan of this thread's most recent planned call (empty dict if none)."""
     result: dict[str, Any] = _json_call(lib.ucudnn_bridge_last_plan_json, "ucudnn_last_plan_json")
+    return result
+
+
+def graph_plan(plan: Any) -> dict[str, Any]:
+    """What the shim resolved for a graph-API execution plan (a ``cudnnBackendDescriptor_t``: a ctypes pointer or an
+    address) and how it splits it; {} for a plan it does not know (``ucudnn_debug_graph_json``)."""
+    address = getattr(plan, "value", plan)
+    result: dict[str, Any] = _json_call(
+        lib.ucudnn_bridge_graph_json, "ucudnn_debug_graph_json", ffi.cast("void *", address or 0)
+    )
     return result
 
 

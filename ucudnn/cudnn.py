@@ -21,13 +21,14 @@ Conventions:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +41,6 @@ from ucudnn._cudnn_abi import (
     HOOKED,
     WORKSPACE_SIZE,
     ActivationMode,
-    AlgoPerf,
     ConvMode,
     CudnnError,
     DataType,
@@ -49,9 +49,25 @@ from ucudnn._cudnn_abi import (
     NanPropagation,
     Op,
     Perf,
+    PerfStruct,
     Raw,
     Status,
     TensorFormat,
+)
+from ucudnn._cudnn_desc import (
+    ActivationDesc,
+    ConvDesc,
+    ConvSpec,
+    FilterDesc,
+    Handle,
+    TensorDesc,
+    bf16_from_float,
+    bf16_to_float,
+    conv_output_shape,
+    default_compute_type,
+    dtype_of,
+    element_strides,
+    filter_format_of,
 )
 
 __all__ = [
@@ -59,7 +75,6 @@ __all__ = [
     "HOOKED",
     "ActivationDesc",
     "ActivationMode",
-    "AlgoPerf",
     "ConvDesc",
     "ConvMode",
     "ConvSpec",
@@ -73,335 +88,77 @@ __all__ = [
     "NanPropagation",
     "Op",
     "Perf",
+    "PerfStruct",
     "Status",
     "TensorDesc",
     "TensorFormat",
+    "UnhookedCDLL",
     "bf16_from_float",
     "bf16_to_float",
     "conv_output_shape",
     "default_compute_type",
     "dtype_of",
+    "element_strides",
+    "filter_format_of",
     "load",
+    "version_text",
 ]
 
 
-def _ints(values: Sequence[int]) -> ctypes.Array[ctypes.c_int]:
-    return (ctypes.c_int * max(1, len(values)))(*values)
-
-
-_NP_TO_CUDNN: Final[dict[np.dtype[Any], DataType]] = {
-    np.dtype(np.float32): DataType.FLOAT,
-    np.dtype(np.float64): DataType.DOUBLE,
-    np.dtype(np.float16): DataType.HALF,
-    np.dtype(np.uint16): DataType.BFLOAT16,  # bit patterns: see bf16_from_float
-}
-
-
-def dtype_of(arr: npt.NDArray[Any]) -> DataType:
-    """The cuDNN data type of a NumPy array (float32, float64, float16, uint16 = bfloat16 bit patterns)."""
-    try:
-        return _NP_TO_CUDNN[arr.dtype]
-    except KeyError:
-        raise ValueError(f"no cuDNN data type for NumPy dtype {arr.dtype}") from None
-
-
-def default_compute_type(data_type: DataType) -> DataType:
-    """The compute type a convolution descriptor gets when none is asked for: FLOAT for HALF and BFLOAT16
-    (cuDNN's "pseudo half" / "pseudo bfloat16" configurations, what mixed-precision training uses; the setter
-    refuses a BFLOAT16 compute type), the data type itself otherwise."""
-    return DataType.FLOAT if data_type in (DataType.HALF, DataType.BFLOAT16) else data_type
-
-
-def bf16_from_float(a: npt.ArrayLike) -> npt.NDArray[np.uint16]:
-    """bfloat16 bit patterns of ``a`` (any real array), rounded to nearest even as the host backend and GPUs do;
-    NaN stays NaN, overflow gives infinity."""
-    bits = np.ascontiguousarray(np.asarray(a, dtype=np.float32)).view(np.uint32)
-    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    rounded = (bits.astype(np.uint64) + 0x7FFF + ((bits >> np.uint32(16)) & np.uint32(1))) >> 16
-    out = np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
-    result: npt.NDArray[np.uint16] = out
-    return result
-
-
-def bf16_to_float(a: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
-    """The float32 values of bfloat16 bit patterns (exact)."""
-    if a.dtype != np.uint16:
-        raise ValueError(f"bfloat16 data is held in uint16 arrays, got {a.dtype}")
-    out: npt.NDArray[np.float32] = (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    return out
-
-
-def element_strides(arr: npt.NDArray[Any]) -> tuple[int, ...]:
-    """Strides in elements (cuDNN's unit) of an array whose byte strides are multiples of its item size."""
-    if any(s % arr.itemsize for s in arr.strides):
-        raise ValueError(f"strides {arr.strides} are not multiples of the item size {arr.itemsize}")
-    return tuple(s // arr.itemsize for s in arr.strides)
-
-
-def conv_output_shape(
-    x_shape: Sequence[int],
-    w_shape: Sequence[int],
-    pads: Sequence[int],
-    strides: Sequence[int] | None = None,
-    dilations: Sequence[int] | None = None,
-) -> tuple[int, ...]:
-    """Forward output shape (N, K, spatial...) by the cuDNN formula; ValueError if a spatial size is < 1."""
-    nsp = len(x_shape) - 2
-    st = list(strides or [1] * nsp)
-    dl = list(dilations or [1] * nsp)
-    out = [int(x_shape[0]), int(w_shape[0])]
-    for i in range(nsp):
-        room = x_shape[2 + i] + 2 * pads[i] - ((w_shape[2 + i] - 1) * dl[i] + 1)
-        if room < 0:
-            raise ValueError(f"filter larger than padded input in spatial dim {i}")
-        out.append(room // st[i] + 1)
-    return tuple(out)
-
-
-class _Desc:
-    """Base of the descriptor owners: ``ptr`` is the C descriptor, destroyed by close()."""
-
-    _destroy = ""
-
-    def __init__(self, cudnn: Cudnn, create: str) -> None:
-        self._cudnn = cudnn
-        p = ctypes.c_void_p()
-        cudnn.check(getattr(cudnn.raw, create)(ctypes.byref(p)), create)
-        self.ptr: int | None = p.value
-
-    def close(self) -> None:
-        if self.ptr is not None:
-            getattr(self._cudnn.raw, self._destroy)(self.ptr)
-            self.ptr = None
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may already be gone
-            pass
-
-
-class TensorDesc(_Desc):
-    """A tensor descriptor: packed in ``fmt`` when ``strides`` is None, else explicit element strides."""
-
-    _destroy = "cudnnDestroyTensorDescriptor"
-
-    def __init__(
-        self,
-        cudnn: Cudnn,
-        shape: Sequence[int],
-        dtype: DataType = DataType.FLOAT,
-        strides: Sequence[int] | None = None,
-        fmt: TensorFormat = TensorFormat.NCHW,
-    ) -> None:
-        super().__init__(cudnn, "cudnnCreateTensorDescriptor")
-        try:
-            if strides is None:
-                st = cudnn.raw.cudnnSetTensorNdDescriptorEx(self.ptr, int(fmt), int(dtype), len(shape), _ints(shape))
-            else:
-                st = cudnn.raw.cudnnSetTensorNdDescriptor(
-                    self.ptr, int(dtype), len(shape), _ints(shape), _ints(strides)
-                )
-            cudnn.check(st, f"set tensor descriptor {tuple(shape)}")
-        except BaseException:
-            self.close()
-            raise
-
-    @classmethod
-    def of(cls, cudnn: Cudnn, arr: npt.NDArray[Any]) -> TensorDesc:
-        """The descriptor of an array: its shape, element strides and data type."""
-        return cls(cudnn, arr.shape, dtype_of(arr), element_strides(arr))
-
-    def get(self) -> tuple[DataType, tuple[int, ...], tuple[int, ...]]:
-        """(data type, dims, strides) from cudnnGetTensorNdDescriptor."""
-        dt, nb = ctypes.c_int(), ctypes.c_int()
-        dims, strides = _ints([0] * 8), _ints([0] * 8)
-        self._cudnn.check(
-            self._cudnn.raw.cudnnGetTensorNdDescriptor(self.ptr, 8, ctypes.byref(dt), ctypes.byref(nb), dims, strides),
-            "get tensor descriptor",
-        )
-        return DataType(dt.value), tuple(dims[: nb.value]), tuple(strides[: nb.value])
-
-    def size_in_bytes(self) -> int:
-        size = ctypes.c_size_t()
-        self._cudnn.check(self._cudnn.raw.cudnnGetTensorSizeInBytes(self.ptr, ctypes.byref(size)), "tensor size")
-        return size.value
-
-
-def filter_format_of(arr: npt.NDArray[Any]) -> TensorFormat:
-    """NCHW if the filter array is C-contiguous, NHWC if its memory is packed K, spatial..., C."""
-    if arr.flags.c_contiguous:
-        return TensorFormat.NCHW
-    order = (0, *range(2, arr.ndim), 1)
-    if arr.transpose(order).flags.c_contiguous:
-        return TensorFormat.NHWC
-    raise ValueError("a filter array must be packed NCHW (C-contiguous) or NHWC (K, spatial..., C)")
-
-
-class FilterDesc(_Desc):
-    """A filter descriptor; ``shape`` is always (K, C/groups, spatial...), ``fmt`` the memory order."""
-
-    _destroy = "cudnnDestroyFilterDescriptor"
-
-    def __init__(
-        self,
-        cudnn: Cudnn,
-        shape: Sequence[int],
-        dtype: DataType = DataType.FLOAT,
-        fmt: TensorFormat = TensorFormat.NCHW,
-    ) -> None:
-        super().__init__(cudnn, "cudnnCreateFilterDescriptor")
-        try:
-            st = cudnn.raw.cudnnSetFilterNdDescriptor(self.ptr, int(dtype), int(fmt), len(shape), _ints(shape))
-            cudnn.check(st, f"set filter descriptor {tuple(shape)}")
-        except BaseException:
-            self.close()
-            raise
-
-    @classmethod
-    def of(cls, cudnn: Cudnn, arr: npt.NDArray[Any]) -> FilterDesc:
-        return cls(cudnn, arr.shape, dtype_of(arr), filter_format_of(arr))
-
-    def get(self) -> tuple[DataType, TensorFormat, tuple[int, ...]]:
-        """(data type, format, dims) from cudnnGetFilterNdDescriptor."""
-        dt, fmt, nb = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        dims = _ints([0] * 8)
-        st = self._cudnn.raw.cudnnGetFilterNdDescriptor(
-            self.ptr, 8, ctypes.byref(dt), ctypes.byref(fmt), ctypes.byref(nb), dims
-        )
-        self._cudnn.check(st, "get filter descriptor")
-        return DataType(dt.value), TensorFormat(fmt.value), tuple(dims[: nb.value])
-
-    def size_in_bytes(self) -> int:
-        size = ctypes.c_size_t()
-        self._cudnn.check(self._cudnn.raw.cudnnGetFilterSizeInBytes(self.ptr, ctypes.byref(size)), "filter size")
-        return size.value
-
-
-@dataclass(frozen=True)
-class ConvSpec:
-    """Convolution parameters; ``compute_type`` None means :func:`default_compute_type` of the call's data type."""
-
-    pads: tuple[int, ...]
-    strides: tuple[int, ...] | None = None
-    dilations: tuple[int, ...] | None = None
-    groups: int = 1
-    mode: ConvMode = ConvMode.CROSS_CORRELATION
-    math_type: MathType = MathType.DEFAULT
-    compute_type: DataType | None = None
-
-
-class ConvDesc(_Desc):
-    """A convolution descriptor (Nd setter, group count, math type)."""
-
-    _destroy = "cudnnDestroyConvolutionDescriptor"
-
-    def __init__(self, cudnn: Cudnn, spec: ConvSpec, data_type: DataType = DataType.FLOAT) -> None:
-        super().__init__(cudnn, "cudnnCreateConvolutionDescriptor")
-        try:
-            n = len(spec.pads)
-            ct = spec.compute_type if spec.compute_type is not None else default_compute_type(data_type)
-            st = cudnn.raw.cudnnSetConvolutionNdDescriptor(
-                self.ptr,
-                n,
-                _ints(spec.pads),
-                _ints(spec.strides or [1] * n),
-                _ints(spec.dilations or [1] * n),
-                int(spec.mode),
-                int(ct),
-            )
-            cudnn.check(st, "set convolution descriptor")
-            cudnn.check(cudnn.raw.cudnnSetConvolutionGroupCount(self.ptr, spec.groups), "set group count")
-            cudnn.check(cudnn.raw.cudnnSetConvolutionMathType(self.ptr, int(spec.math_type)), "set math type")
-        except BaseException:
-            self.close()
-            raise
-
-    def get(self) -> ConvSpec:
-        """The descriptor's parameters, read back through the library's getters."""
-        n, mode, ct, g, m = (ctypes.c_int() for _ in range(5))
-        pad, stride, dil = _ints([0] * 6), _ints([0] * 6), _ints([0] * 6)
-        raw = self._cudnn.raw
-        self._cudnn.check(
-            raw.cudnnGetConvolutionNdDescriptor(
-                self.ptr, 6, ctypes.byref(n), pad, stride, dil, ctypes.byref(mode), ctypes.byref(ct)
-            ),
-            "get conv",
-        )
-        self._cudnn.check(raw.cudnnGetConvolutionGroupCount(self.ptr, ctypes.byref(g)), "get group count")
-        self._cudnn.check(raw.cudnnGetConvolutionMathType(self.ptr, ctypes.byref(m)), "get math type")
-        k = n.value
-        return ConvSpec(
-            tuple(pad[:k]),
-            tuple(stride[:k]),
-            tuple(dil[:k]),
-            g.value,
-            ConvMode(mode.value),
-            MathType(m.value),
-            DataType(ct.value),
-        )
-
-
-class ActivationDesc(_Desc):
-    """An activation descriptor (for bias-activation forward)."""
-
-    _destroy = "cudnnDestroyActivationDescriptor"
-
-    def __init__(
-        self,
-        cudnn: Cudnn,
-        mode: ActivationMode = ActivationMode.RELU,
-        nan: NanPropagation = NanPropagation.NOT_PROPAGATE,
-        coef: float = 0.0,
-    ) -> None:
-        super().__init__(cudnn, "cudnnCreateActivationDescriptor")
-        try:
-            cudnn.check(cudnn.raw.cudnnSetActivationDescriptor(self.ptr, int(mode), int(nan), coef), "set activation")
-        except BaseException:
-            self.close()
-            raise
-
-    def get(self) -> tuple[ActivationMode, NanPropagation, float]:
-        m, n, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_double()
-        st = self._cudnn.raw.cudnnGetActivationDescriptor(self.ptr, ctypes.byref(m), ctypes.byref(n), ctypes.byref(c))
-        self._cudnn.check(st, "get activation")
-        return ActivationMode(m.value), NanPropagation(n.value), c.value
-
-
-class Handle:
-    """A cuDNN handle (cudnnCreate / cudnnDestroy); context-managed."""
-
-    def __init__(self, cudnn: Cudnn) -> None:
-        self._cudnn = cudnn
-        p = ctypes.c_void_p()
-        cudnn.check(cudnn.raw.cudnnCreate(ctypes.byref(p)), "cudnnCreate")
-        self.ptr: int | None = p.value
-
-    def close(self) -> None:
-        if self.ptr is not None:
-            self._cudnn.raw.cudnnDestroy(self.ptr)
-            self.ptr = None
-
-    def __enter__(self) -> Handle:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
-
+def __getattr__(name: str) -> Any:
+    # The perf struct's former name, which was also the optimizer's dataclass: kept for callers, deprecated.
+    if name == "AlgoPerf":
+        warnings.warn("ucudnn.cudnn.AlgoPerf is now PerfStruct", DeprecationWarning, stacklevel=2)
+        return PerfStruct
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 TensorLike = npt.NDArray[Any] | TensorDesc
 FilterLike = npt.NDArray[Any] | FilterDesc
 Workspace = npt.NDArray[Any] | Literal["auto"] | None
 
 
+def version_text(version: int) -> str:
+    """cudnnGetVersion()'s number as a release: 92400 -> ``9.24.0`` (cuDNN 9: MAJOR*10000 + MINOR*100 + PATCH;
+    cuDNN 8 and older: MAJOR*1000 + MINOR*100 + PATCH)."""
+    major, rest = (version // 10000, version % 10000) if version >= 90000 else (version // 1000, version % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The descriptors of one call of ``op`` (x, w, y in the forward problem's roles) and its data type."""
+
+    op: Op
+    x: TensorDesc
+    w: FilterDesc
+    conv: ConvDesc
+    y: TensorDesc
+    dtype: DataType
+
+    def args(self) -> tuple[int | None, ...]:
+        """The descriptors in the op's C order: its two inputs, the convolution, its output."""
+        a, b, out = self.op.operands(self.x.ptr, self.w.ptr, self.y.ptr)
+        return a, b, self.conv.ptr, out
+
+
+def _pointer(a: npt.NDArray[Any] | None) -> int | None:
+    """The address of a workspace array; NULL for none or an empty one."""
+    return a.ctypes.data if a is not None and a.nbytes else None
+
+
+def _size(workspace: npt.NDArray[Any] | None, workspace_bytes: int | None) -> int:
+    """The workspace size a call passes: ``workspace_bytes`` when given, else the array's size (0 for none)."""
+    if workspace_bytes is not None:
+        return workspace_bytes
+    return workspace.nbytes if workspace is not None else 0
+
+
 class Cudnn:
-    """The convolution API of one libcudnn (``real``), with the hooked functions from ``hooks`` if given."""
+    """The convolution API of one libcudnn (``real``), with the hooked functions from ``hooks`` if given.
+
+    The array helpers (``forward``, ``find``, ...) take NumPy arrays or descriptors; ``executor`` works on raw
+    pointers (host or device memory alike) for callers that own their buffers, as ucudnn-bench does.
+    """
 
     def __init__(self, real: ctypes.CDLL, hooks: ctypes.CDLL | None = None) -> None:
         self.real = real
@@ -413,14 +170,22 @@ class Cudnn:
         """cudnnGetVersion(): MAJOR*10000 + MINOR*100 + PATCH for cuDNN 9."""
         return int(self.raw.cudnnGetVersion())
 
+    def version_text(self) -> str:
+        """The library's version as a release, ``9.24.0``."""
+        return version_text(self.version())
+
     def error_string(self, status: int) -> str:
-        s: bytes | None = self.raw.cudnnGetErrorString(status)
-        return s.decode() if s else ""
+        """cudnnGetErrorString(status); "" when the library has none."""
+        try:
+            s: bytes | None = self.raw.cudnnGetErrorString(status)
+        except AttributeError:
+            return ""
+        return s.decode(errors="replace") if s else ""
 
     def check(self, status: int, what: str) -> None:
         """Raise CudnnError if ``status`` is not SUCCESS."""
-        if status != 0:
-            raise CudnnError(status, f"{what}: {self.error_string(status)} ({status})")
+        if status != Status.SUCCESS:
+            raise CudnnError.failed(what, status, self.error_string(status))
 
     def call(self, name: str, *args: Any) -> None:
         """Call ``name`` and raise CudnnError on a non-zero status."""
@@ -429,49 +194,36 @@ class Cudnn:
     def handle(self) -> Handle:
         return Handle(self)
 
+    def set_stream(self, handle: Handle, stream: int) -> None:
+        """cudnnSetStream: ``handle``'s work goes to the CUDA stream ``stream`` (a ``cudaStream_t``)."""
+        self.call("cudnnSetStream", handle.ptr, stream)
+
     # ---- descriptor plumbing for the array helpers ----
-    def _tensor(self, t: TensorLike, owned: list[_Desc]) -> TensorDesc:
-        if isinstance(t, TensorDesc):
-            return t
-        d = TensorDesc.of(self, t)
-        owned.append(d)
-        return d
+    @contextlib.contextmanager
+    def _problem(
+        self, op: Op, x: TensorLike, w: FilterLike, y: TensorLike, conv: ConvSpec | ConvDesc
+    ) -> Iterator[_Problem]:
+        """The call's descriptors: the ones given, and for each array one made here and destroyed on exit."""
+        owned: list[TensorDesc | FilterDesc | ConvDesc] = []
 
-    def _filter(self, w: FilterLike, owned: list[_Desc]) -> FilterDesc:
-        if isinstance(w, FilterDesc):
-            return w
-        d = FilterDesc.of(self, w)
-        owned.append(d)
-        return d
+        def own(d: Any) -> Any:
+            owned.append(d)
+            return d
 
-    def _conv(self, conv: ConvSpec | ConvDesc, dtype: DataType, owned: list[_Desc]) -> ConvDesc:
-        if isinstance(conv, ConvDesc):
-            return conv
-        d = ConvDesc(self, conv, dtype)
-        owned.append(d)
-        return d
+        try:
+            xd = x if isinstance(x, TensorDesc) else own(TensorDesc.of(self, x))
+            dtype = xd.get()[0]
+            wd = w if isinstance(w, FilterDesc) else own(FilterDesc.of(self, w))
+            cd = conv if isinstance(conv, ConvDesc) else own(ConvDesc(self, conv, dtype))
+            yd = y if isinstance(y, TensorDesc) else own(TensorDesc.of(self, y))
+            yield _Problem(op, xd, wd, cd, yd, dtype)
+        finally:
+            for d in owned:
+                d.close()
 
     @staticmethod
     def _scale(value: float, dtype: DataType) -> ctypes.c_double | ctypes.c_float:
         return ctypes.c_double(value) if dtype == DataType.DOUBLE else ctypes.c_float(value)
-
-    @staticmethod
-    def _release(owned: list[_Desc]) -> None:
-        for d in owned:
-            d.close()
-
-    def _descs(
-        self, x: TensorLike, w: FilterLike, y: TensorLike, conv: ConvSpec | ConvDesc, owned: list[_Desc]
-    ) -> tuple[TensorDesc, FilterDesc, ConvDesc, TensorDesc, DataType]:
-        xd = self._tensor(x, owned)
-        dtype = xd.get()[0]
-        return xd, self._filter(w, owned), self._conv(conv, dtype, owned), self._tensor(y, owned), dtype
-
-    @staticmethod
-    def _data(op: Op, x: npt.NDArray[Any], w: npt.NDArray[Any], y: npt.NDArray[Any]) -> tuple[int, int, int]:
-        """Data pointers in the op's C order: its two inputs, then its output."""
-        a, b, out = {Op.FWD: (x, w, y), Op.BWD_DATA: (w, y, x), Op.BWD_FILTER: (x, y, w)}[op]
-        return a.ctypes.data, b.ctypes.data, out.ctypes.data
 
     @staticmethod
     def _output(x: npt.NDArray[Any], w: npt.NDArray[Any], conv: ConvSpec | ConvDesc) -> npt.NDArray[Any]:
@@ -479,28 +231,15 @@ class Cudnn:
         spec = conv.get() if isinstance(conv, ConvDesc) else conv
         return np.zeros(conv_output_shape(x.shape, w.shape, spec.pads, spec.strides, spec.dilations), x.dtype)
 
-    @staticmethod
-    def _args(op: Op, xd: TensorDesc, wd: FilterDesc, cd: ConvDesc, yd: TensorDesc) -> tuple[int | None, ...]:
-        """Descriptor arguments in the op's C order (x, w, y are the forward problem's roles)."""
-        if op == Op.FWD:
-            return xd.ptr, wd.ptr, cd.ptr, yd.ptr
-        if op == Op.BWD_DATA:
-            return wd.ptr, yd.ptr, cd.ptr, xd.ptr
-        return xd.ptr, yd.ptr, cd.ptr, wd.ptr
-
     # ---- queries (x, w, y are the forward problem's input, filter and output for every op) ----
     def workspace_size(
         self, handle: Handle, op: Op, x: TensorLike, w: FilterLike, y: TensorLike, conv: ConvSpec | ConvDesc, algo: int
     ) -> int:
         """Get*WorkspaceSize: bytes of workspace ``algo`` needs for ``op`` on this problem."""
-        owned: list[_Desc] = []
-        try:
-            xd, wd, cd, yd, _ = self._descs(x, w, y, conv, owned)
+        with self._problem(Op(op), x, w, y, conv) as p:
             size = ctypes.c_size_t()
-            self.call(WORKSPACE_SIZE[op], handle.ptr, *self._args(op, xd, wd, cd, yd), int(algo), ctypes.byref(size))
+            self.call(WORKSPACE_SIZE[p.op], handle.ptr, *p.args(), int(algo), ctypes.byref(size))
             return size.value
-        finally:
-            self._release(owned)
 
     def get_v7(
         self,
@@ -513,7 +252,8 @@ class Cudnn:
         requested: int | None = None,
     ) -> list[Perf]:
         """Get*Algorithm_v7 heuristics: the returned rows, best first."""
-        return self._search(GET_V7[op], handle, op, x, w, y, conv, requested)
+        with self._problem(Op(op), x, w, y, conv) as p:
+            return self._search(GET_V7[p.op], handle, p, requested)
 
     def find(
         self,
@@ -532,104 +272,100 @@ class Cudnn:
         """Find*Algorithm (``ex=False``: the library allocates and runs on its own buffers) or Find*AlgorithmEx
         (``ex=True``: runs on the given arrays, which must be arrays then, and on ``workspace``; the op's output
         array is overwritten). Rows best first."""
-        if not ex:
-            return self._search(FIND[op], handle, op, x, w, y, conv, requested)
-        if not all(isinstance(a, np.ndarray) for a in (x, w, y)):
+        if ex and not all(isinstance(a, np.ndarray) for a in (x, w, y)):
             raise TypeError("find(ex=True) needs arrays for x, w and y")
-        ws_ptr = workspace.ctypes.data if workspace is not None else None
-        ws_len = workspace_bytes if workspace_bytes is not None else (workspace.nbytes if workspace is not None else 0)
-        assert isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and isinstance(y, np.ndarray)
-        data = self._data(op, x, w, y)
-        return self._search(FIND[op] + "Ex", handle, op, x, w, y, conv, requested, ex_data=(*data, ws_ptr, ws_len))
+        with self._problem(Op(op), x, w, y, conv) as p:
+            if not ex:
+                return self._search(FIND[p.op], handle, p, requested)
+            assert isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and isinstance(y, np.ndarray)
+            a, b, out = p.op.operands(x.ctypes.data, w.ctypes.data, y.ctypes.data)
+            ptr = workspace.ctypes.data if workspace is not None else None
+            size = _size(workspace, workspace_bytes)
+            return self._search(FIND[p.op] + "Ex", handle, p, requested, (a, b, out, ptr, size))
 
     def _search(
-        self,
-        name: str,
-        handle: Handle,
-        op: Op,
-        x: TensorLike,
-        w: FilterLike,
-        y: TensorLike,
-        conv: ConvSpec | ConvDesc,
-        requested: int | None,
-        ex_data: tuple[Any, ...] | None = None,
+        self, name: str, handle: Handle, p: _Problem, requested: int | None, ex_data: tuple[Any, ...] | None = None
     ) -> list[Perf]:
-        owned: list[_Desc] = []
-        try:
-            xd, wd, cd, yd, _ = self._descs(x, w, y, conv, owned)
-            req = ALGO_COUNT[op] if requested is None else requested
-            rows = (AlgoPerf * max(1, req))()
-            got = ctypes.c_int(-1)
-            d = self._args(op, xd, wd, cd, yd)
-            if ex_data is None:
-                self.call(name, handle.ptr, *d, req, ctypes.byref(got), rows)
-            else:
-                a, b, out, ws, ws_len = ex_data
-                # C order: (desc, data) pairs of the op's inputs, conv, output desc + data, counts, workspace.
-                self.call(name, handle.ptr, d[0], a, d[1], b, d[2], d[3], out, req, ctypes.byref(got), rows, ws, ws_len)
-            return [Perf.from_c(rows[i]) for i in range(got.value)]
-        finally:
-            self._release(owned)
+        req = ALGO_COUNT[p.op] if requested is None else requested
+        rows = (PerfStruct * max(1, req))()
+        got = ctypes.c_int(-1)
+        d = p.args()
+        if ex_data is None:
+            self.call(name, handle.ptr, *d, req, ctypes.byref(got), rows)
+        else:
+            a, b, out, workspace, workspace_bytes = ex_data
+            # C order: (desc, data) pairs of the op's inputs, conv, output desc + data, counts, workspace.
+            self.call(
+                name, handle.ptr, d[0], a, d[1], b, d[2], d[3], out, req, ctypes.byref(got), rows, workspace,
+                workspace_bytes,
+            )  # fmt: skip
+        if not 0 <= got.value <= max(0, req):
+            raise CudnnError.failed(name, -1, f"returnedAlgoCount={got.value} out of range")
+        return [Perf.from_c(rows[i]) for i in range(got.value)]
 
     # ---- execution ----
-    def _workspace(
+    def executor(
         self,
         handle: Handle,
         op: Op,
-        xd: TensorDesc,
-        wd: FilterDesc,
-        cd: ConvDesc,
-        yd: TensorDesc,
+        x: TensorDesc,
+        w: FilterDesc,
+        y: TensorDesc,
+        conv: ConvDesc,
         algo: int,
-        workspace: Workspace,
-        workspace_bytes: int | None,
-    ) -> tuple[int | None, int, npt.NDArray[Any] | None]:
+        data: tuple[int | None, int | None, int | None],
+        workspace: int | None,
+        workspace_bytes: int,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+    ) -> Callable[[], None]:
+        """One execution of ``op`` with every argument converted once, so that the returned call costs one ctypes
+        call to issue (timed loops issue calls back to back, as a framework does). ``data`` holds the addresses of
+        x, w and y (the forward problem's roles, host or device memory); the scaling factors are floats (doubles
+        for DOUBLE data). The call raises CudnnError for a non-zero status."""
+        op = Op(op)
+        dtype = x.get()[0]
+        p = _Problem(op, x, w, conv, y, dtype)
+        d = p.args()
+        a, b, out = op.operands(*data)
+        scale_a, scale_b = self._scale(alpha, dtype), self._scale(beta, dtype)
+        name = EXECUTE[op]
+        fn = getattr(self.raw, name)
+        ref_a, ref_b = ctypes.byref(scale_a), ctypes.byref(scale_b)  # each keeps its object alive
+        args = (handle.ptr, ref_a, d[0], a, d[1], b, d[2], int(algo), workspace, workspace_bytes, ref_b, d[3], out)
+
+        def call() -> None:
+            status = fn(*args)
+            if status != 0:
+                self.check(status, name)
+
+        return call
+
+    def _workspace(
+        self, handle: Handle, p: _Problem, algo: int, workspace: Workspace, workspace_bytes: int | None
+    ) -> tuple[npt.NDArray[Any] | None, int]:
+        """The workspace array of a call (allocated for "auto") and the size to pass."""
         if isinstance(workspace, str):
-            workspace = np.empty(self.workspace_size(handle, op, xd, wd, yd, cd, algo), np.uint8)
-        ptr = workspace.ctypes.data if workspace is not None and workspace.nbytes else None
-        size = workspace_bytes if workspace_bytes is not None else (workspace.nbytes if workspace is not None else 0)
-        return ptr, size, workspace
+            workspace = np.empty(self.workspace_size(handle, p.op, p.x, p.w, p.y, p.conv, algo), np.uint8)
+        return workspace, _size(workspace, workspace_bytes)
 
     def _execute(
         self,
-        op: Op,
         handle: Handle,
-        x: npt.NDArray[Any],
-        w: npt.NDArray[Any],
-        y: npt.NDArray[Any],
+        op: Op,
+        xwy: tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]],
         conv: ConvSpec | ConvDesc,
         algo: int,
-        workspace: Workspace,
-        workspace_bytes: int | None,
-        alpha: float,
-        beta: float,
+        workspace: tuple[Workspace, int | None],
+        scale: tuple[float, float],
     ) -> None:
-        """One of the three convolutions on arrays (x, w, y in the forward problem's roles)."""
-        owned: list[_Desc] = []
-        data = self._data(op, x, w, y)
-        try:
-            xd, wd, cd, yd, dtype = self._descs(x, w, y, conv, owned)
-            ws, ws_len, _keep = self._workspace(handle, op, xd, wd, cd, yd, algo, workspace, workspace_bytes)
-            d = self._args(op, xd, wd, cd, yd)
-            a, b = self._scale(alpha, dtype), self._scale(beta, dtype)
-            self.call(
-                EXECUTE[op],
-                handle.ptr,
-                ctypes.byref(a),
-                d[0],
-                data[0],
-                d[1],
-                data[1],
-                d[2],
-                int(algo),
-                ws,
-                ws_len,
-                ctypes.byref(b),
-                d[3],
-                data[2],
-            )
-        finally:
-            self._release(owned)
+        """One of the three convolutions on arrays ``xwy`` (x, w, y in the forward problem's roles), with a
+        workspace (array or "auto" or None, and the size to pass) and scaling factors (alpha, beta)."""
+        x, w, y = xwy
+        with self._problem(op, x, w, y, conv) as p:
+            array, size = self._workspace(handle, p, algo, *workspace)
+            data = (x.ctypes.data, w.ctypes.data, y.ctypes.data)
+            self.executor(handle, op, p.x, p.w, p.y, p.conv, algo, data, _pointer(array), size, *scale)()
 
     def forward(
         self,
@@ -649,7 +385,7 @@ class Cudnn:
         algorithm needs; None passes NULL (size ``workspace_bytes`` or 0). Returns y (allocated if None)."""
         if y is None:
             y = self._output(x, w, conv)
-        self._execute(Op.FWD, handle, x, w, y, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.FWD, (x, w, y), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return y
 
     def backward_data(
@@ -667,7 +403,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dx = alpha * conv^T(dy, w) + beta * dx (cudnnConvolutionBackwardData); returns dx."""
-        self._execute(Op.BWD_DATA, handle, dx, w, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.BWD_DATA, (dx, w, dy), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return dx
 
     def backward_filter(
@@ -685,7 +421,7 @@ class Cudnn:
         workspace_bytes: int | None = None,
     ) -> npt.NDArray[Any]:
         """dw = alpha * corr(x, dy) + beta * dw (cudnnConvolutionBackwardFilter); returns dw."""
-        self._execute(Op.BWD_FILTER, handle, x, dw, dy, conv, algo, workspace, workspace_bytes, alpha, beta)
+        self._execute(handle, Op.BWD_FILTER, (x, dw, dy), conv, algo, (workspace, workspace_bytes), (alpha, beta))
         return dw
 
     def bias_act_forward(
@@ -710,40 +446,35 @@ class Cudnn:
         if y is None:
             y = self._output(x, w, conv)
         zz = y if z is None else z
-        owned: list[_Desc] = []
-        try:
-            xd, wd, cd, yd, dtype = self._descs(x, w, y, conv, owned)
-            zd, bd = self._tensor(zz, owned), self._tensor(bias, owned)
+        with self._problem(Op.FWD, x, w, y, conv) as p, contextlib.ExitStack() as owned:
+            zd, bd = (owned.enter_context(TensorDesc.of(self, t)) for t in (zz, bias))
             if isinstance(activation, ActivationDesc):
                 ad = activation
             else:
-                ad = ActivationDesc(self, activation)
-                owned.append(ad)
-            ws, ws_len, _keep = self._workspace(handle, Op.FWD, xd, wd, cd, yd, algo, workspace, workspace_bytes)
-            a1, a2 = self._scale(alpha1, dtype), self._scale(alpha2, dtype)
+                ad = owned.enter_context(ActivationDesc(self, activation))
+            array, size = self._workspace(handle, p, algo, workspace, workspace_bytes)
+            a1, a2 = self._scale(alpha1, p.dtype), self._scale(alpha2, p.dtype)
             self.call(
                 "cudnnConvolutionBiasActivationForward",
                 handle.ptr,
                 ctypes.byref(a1),
-                xd.ptr,
+                p.x.ptr,
                 x.ctypes.data,
-                wd.ptr,
+                p.w.ptr,
                 w.ctypes.data,
-                cd.ptr,
+                p.conv.ptr,
                 int(algo),
-                ws,
-                ws_len,
+                _pointer(array),
+                size,
                 ctypes.byref(a2),
                 zd.ptr,
                 zz.ctypes.data,
                 bd.ptr,
                 bias.ctypes.data,
                 ad.ptr,
-                yd.ptr,
+                p.y.ptr,
                 y.ctypes.data,
             )
-        finally:
-            self._release(owned)
         return y
 
 

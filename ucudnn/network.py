@@ -50,6 +50,7 @@ callback sends every request through :class:`Network` instead of planning the ke
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -61,7 +62,6 @@ from ucudnn._stdio import native_stdout_to_stderr
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
-    BatchSizePolicy,
     DivisionResult,
     KernelOptions,
     Plan,
@@ -71,7 +71,7 @@ from ucudnn.optimizer import (
     divide_workspace_greedy,
     parse_policy,
 )
-from ucudnn.planner import Benchmark, NetworkKernel, Planner
+from ucudnn.planner import Benchmark, NetworkKernel, Planner, PlanRequest
 
 __all__ = ["OVER_BUDGET", "Division", "Network", "Share"]
 
@@ -187,61 +187,38 @@ class Network:
             found = self._current.get(backend_id)
             return None if found is None else found[1]
 
-    def plan(
-        self,
-        *,
-        key: str,
-        backend_id: str,
-        batch: int,
-        workspace_limit_bytes: int,
-        policy: str | BatchSizePolicy,
-        deterministic_only: bool,
-        algo_count: int,
-        benchmark: Benchmark,
-        op: int | None = None,
-        call_cost: Callable[[], float] | None = None,
-    ) -> PlanResult:
+    def plan(self, request: PlanRequest | None = None, /, **fields: Any) -> PlanResult:
         """:meth:`Planner.plan` under the kernel's share of the budget (joining the network if new); plain
         :meth:`Planner.plan` when no budget is set."""
-        if call_cost is not None:  # before any front is computed: fronts charge each micro-batch for its call
-            self.planner.learn_call_cost(backend_id, call_cost)
+        req = PlanRequest.of(request, fields)
+        if req.call_cost is not None:  # before any front is computed: fronts charge each micro-batch for its call
+            self.planner.learn_call_cost(req.backend_id, req.call_cost)
+            req = dataclasses.replace(req, call_cost=None)
         settings = self.planner.settings()
         budget = settings.total_workspace_bytes or 0
-        args: dict[str, Any] = {
-            "key": key,
-            "backend_id": backend_id,
-            "batch": batch,
-            "policy": policy,
-            "deterministic_only": deterministic_only,
-            "algo_count": algo_count,
-            "benchmark": benchmark,
-            "op": op,
-        }
         if budget <= 0:
-            return self.planner.plan(workspace_limit_bytes=workspace_limit_bytes, **args)
-        if not isinstance(key, str) or not key or isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"a kernel needs a non-empty key and a batch >= 1, not {key!r} at {batch!r}")
-        ctx = _Context(budget, parse_policy(policy).value, settings.deterministic_only, settings.overrides)
+            return self.planner.plan(req)
+        ctx = _Context(budget, parse_policy(req.policy).value, settings.deterministic_only, settings.overrides)
         with self._lock:
-            members = self._members.setdefault(backend_id, {})
-            ident = (key, batch)
+            members = self._members.setdefault(req.backend_id, {})
+            ident = (req.key, req.batch)
             arriving = ident not in members
             if arriving:
-                members[ident] = _Member(key, batch, op, algo_count)
-            current = self._current.get(backend_id)
+                members[ident] = _Member(req.key, req.batch, req.op, req.algo_count)
+            current = self._current.get(req.backend_id)
             if arriving or current is None or current[0] != ctx:
-                division = self._divide(backend_id, ctx, ident, benchmark)
+                division = self._divide(req.backend_id, ctx, ident, req.benchmark)
                 self._publish(division, None if current is None else current[1], ident if arriving else None)
-                self._current[backend_id] = (ctx, division)
+                self._current[req.backend_id] = (ctx, division)
             else:
                 division = current[1]
-            share = division.share_of(key, batch)
+            share = division.share_of(req.key, req.batch)
             if share is None or share.plan is None:
                 return PlanResult(
                     Status.INFEASIBLE, None, f"nothing fits the workspace budget of {budget} bytes (passed through)"
                 )
-            limit = min(workspace_limit_bytes, share.plan.workspace_bytes)
-            return self.planner.plan(workspace_limit_bytes=limit, **args)
+            workspace_limit_bytes = min(req.workspace_limit_bytes, share.plan.workspace_bytes)
+            return self.planner.plan(dataclasses.replace(req, workspace_limit_bytes=workspace_limit_bytes))
 
     # ---------------------------------------------------------------- internals
 

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-# cuDNN's algorithm enums per op, in enum order (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t).
+from ucudnn import _abi as H
+
+
+def _algo_names(enum_type: str, prefix: str) -> tuple[str, ...]:
+    """The algorithms of a cuDNN algorithm enum in enum order, named as after ``..._ALGO_`` (a bare number keeps its
+    ``ALGO_``: ``ALGO_0``), its COUNT left out."""
+    members = sorted((v, n.removeprefix(prefix)) for n, v in H.ENUMS[enum_type].items() if not n.endswith("_COUNT"))
+    return tuple(f"ALGO_{n}" if n.isdigit() else n for _, n in members)
+
+
+# cuDNN's algorithm names per op (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, from cudnn_abi.h).
 ALGO_NAMES: dict[str, tuple[str, ...]] = {
-    "fwd": (
-        "IMPLICIT_GEMM",
-        "IMPLICIT_PRECOMP_GEMM",
-        "GEMM",
-        "DIRECT",
-        "FFT",
-        "FFT_TILING",
-        "WINOGRAD",
-        "WINOGRAD_NONFUSED",
-    ),
-    "bwd_data": ("ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"),
-    "bwd_filter": ("ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"),
+    "fwd": _algo_names("cudnnConvolutionFwdAlgo_t", "CUDNN_CONVOLUTION_FWD_ALGO_"),
+    "bwd_data": _algo_names("cudnnConvolutionBwdDataAlgo_t", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_"),
+    "bwd_filter": _algo_names("cudnnConvolutionBwdFilterAlgo_t", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_"),
 }
 
 # Spellings of the ops: the benchmark's (bwd-data), the kernel key's (bwd_data), and suffixes of table names.

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ucudnn import policy as _policy
 from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
@@ -35,7 +36,7 @@ from ucudnn.optimizer import (
     parse_policy,
 )
 
-__all__ = ["CALL_COST", "Benchmark", "NetworkKernel", "Planner"]
+__all__ = ["CALL_COST", "Benchmark", "NetworkKernel", "PlanRequest", "Planner"]
 
 # The device fact the planner keeps: the host time of one cuDNN call, in ms.
 CALL_COST = "call_cost_ms"
@@ -43,6 +44,47 @@ CALL_COST = "call_cost_ms"
 log = get_logger("planner")
 
 Benchmark = Callable[[int], Sequence[AlgoPerf]]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One kernel to plan: its key (N excluded) on ``backend_id`` at mini-batch ``batch``, the workspace its plan
+    may use (``workspace_limit_bytes``), the batch-size policy, whether only deterministic algorithms may run, how
+    many algorithms it has and how to benchmark it at N = b. ``op`` (0-2, as in ucudnn.h) selects policy overrides;
+    ``call_cost`` measures the host time of one call (ms) if the device has none stored yet.
+
+    Raises ValueError for a malformed key, backend, batch, limit or algorithm count.
+    """
+
+    key: str
+    backend_id: str
+    batch: int
+    workspace_limit_bytes: int
+    policy: str | BatchSizePolicy
+    deterministic_only: bool
+    algo_count: int
+    benchmark: Benchmark
+    op: int | None = None
+    call_cost: Callable[[], float] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"key must be a non-empty str, not {self.key!r}")
+        if not isinstance(self.backend_id, str):
+            raise ValueError(f"backend_id must be a str, not {self.backend_id!r}")
+        _check_int("batch", self.batch, 1)
+        _check_int("workspace_limit_bytes", self.workspace_limit_bytes, 0)
+        _check_int("algo_count", self.algo_count, 1)
+
+    @classmethod
+    def of(cls, request: PlanRequest | None, fields: dict[str, Any]) -> PlanRequest:
+        """``request``, or one made of the keyword form's ``fields`` (``plan(key=..., ...)``); not both."""
+        if request is None:
+            return cls(**fields)
+        if fields:
+            raise TypeError(f"plan() takes a PlanRequest or keywords, not both ({', '.join(fields)})")
+        return request
 
 
 @dataclass(frozen=True)
@@ -67,6 +109,30 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
     return value
+
+
+def _optimize(
+    optimizer: Callable[..., _T],
+    perfs: Sequence[AlgoPerf],
+    batch: int,
+    workspace_limit_bytes: int,
+    policy: BatchSizePolicy,
+    deterministic_only: bool,
+) -> _T:
+    """``best_plan`` or ``pareto_front`` of one kernel's measurements."""
+    return optimizer(
+        perfs,
+        batch=batch,
+        workspace_limit_bytes=workspace_limit_bytes,
+        policy=policy,
+        deterministic_only=deterministic_only,
+    )
+
+
+def _capped(settings: _policy.WorkspacePolicy, key: str, op: int | None, workspace_limit_bytes: int) -> int:
+    """``workspace_limit_bytes`` capped by the policy's override for the kernel, if one matches."""
+    override = settings.override_for(key, op)
+    return workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
 
 
 def _floored(plan: Plan, floor: float) -> Plan:
@@ -158,67 +224,43 @@ class Planner:
             return self.policy
         return _policy.current()
 
-    def plan(
-        self,
-        *,
-        key: str,
-        backend_id: str,
-        batch: int,
-        workspace_limit_bytes: int,
-        policy: str | BatchSizePolicy,
-        deterministic_only: bool,
-        algo_count: int,
-        benchmark: Benchmark,
-        op: int | None = None,
-        call_cost: Callable[[], float] | None = None,
-    ) -> PlanResult:
-        """The plan for one kernel at mini-batch ``batch`` whose workspace is at most ``workspace_limit_bytes``.
-
-        ``call_cost`` measures the host time of one call (ms) if the device has none stored yet (see
-        :meth:`learn_call_cost`).
+    def plan(self, request: PlanRequest | None = None, /, **fields: Any) -> PlanResult:
+        """The plan for one kernel (a :class:`PlanRequest`, or its fields as keywords) whose workspace is at most
+        its ``workspace_limit_bytes``.
 
         A stored plan is returned without benchmarking; otherwise the candidate sizes the cache lacks are
         benchmarked (largest first), stored, and the optimizer run. Status OPTIMAL carries the plan; INFEASIBLE
         means nothing fits (the shim passes the call through). Raises ValueError for malformed arguments.
         """
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"key must be a non-empty str, not {key!r}")
-        if not isinstance(backend_id, str):
-            raise ValueError(f"backend_id must be a str, not {backend_id!r}")
-        _check_int("batch", batch, 1)
-        _check_int("workspace_limit_bytes", workspace_limit_bytes, 0)
-        _check_int("algo_count", algo_count, 1)
-        pol = parse_policy(policy)
+        req = PlanRequest.of(request, fields)
+        pol = parse_policy(req.policy)
         settings = self._settings()
-        override = settings.override_for(key, op)
-        limit = (
-            workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
-        )
-        deterministic = bool(deterministic_only) or settings.deterministic_only
+        workspace_limit_bytes = _capped(settings, req.key, req.op, req.workspace_limit_bytes)
+        deterministic = bool(req.deterministic_only) or settings.deterministic_only
         slack = settings.time_slack
         # A slack plan is not what the plan key (which has no slack column) promises to other readers.
         persist = slack == 0.0
-        pk = PlanKey(key, backend_id, batch, pol.value, limit, deterministic)
+        pk = PlanKey(req.key, req.backend_id, req.batch, pol.value, workspace_limit_bytes, deterministic)
 
-        floor = self.call_cost_ms(backend_id) if call_cost is None else self.learn_call_cost(backend_id, call_cost)
+        floor = (
+            self.call_cost_ms(req.backend_id)
+            if req.call_cost is None
+            else self.learn_call_cost(req.backend_id, req.call_cost)
+        )
         if persist:
-            hit = self._cached_plan(pk, algo_count)
+            hit = self._cached_plan(pk, req.algo_count)
             if hit is not None:
-                log.debug("cached plan for %s at N=%d: %d micro-batch(es)", key, batch, len(hit.micro_batches))
-                return self._checked(
-                    pk, PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan"), floor, algo_count
-                )
+                log.debug("cached plan for %s at N=%d: %d micro-batch(es)", req.key, req.batch, len(hit.micro_batches))
+                cached = PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan")
+                return self._checked(pk, cached, floor, req.algo_count)
 
-        measured = self._measure(key, backend_id, candidate_batch_sizes(batch, pol), algo_count, benchmark, floor)
+        sizes = candidate_batch_sizes(req.batch, pol)
+        measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
+        problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
         if slack == 0.0:
-            result = best_plan(
-                measured.perfs, batch=batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
-            )
+            result = _optimize(best_plan, *problem)
         else:
-            front = pareto_front(
-                measured.perfs, batch=batch, workspace_limit_bytes=limit, policy=pol, deterministic_only=deterministic
-            )
-            result = _pick_with_slack(front, slack)
+            result = _pick_with_slack(_optimize(pareto_front, *problem), slack)
         if measured.unusable_sizes:
             note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
             result = PlanResult(result.status, result.plan, result.message + note)
@@ -228,16 +270,16 @@ class Planner:
                 self._store_plan(pk, result.plan)
             log.info(
                 "planned %s at N=%d under %d B: %d micro-batch(es), %.6g ms, %d B",
-                key,
-                batch,
-                limit,
+                req.key,
+                req.batch,
+                workspace_limit_bytes,
                 len(result.plan.micro_batches),
                 result.plan.time_ms,
                 result.plan.workspace_bytes,
             )
         else:
-            log.info("no plan for %s at N=%d under %d B: %s", key, batch, limit, result.message)
-        return self._checked(pk, result, floor, algo_count)
+            log.info("no plan for %s at N=%d under %d B: %s", req.key, req.batch, workspace_limit_bytes, result.message)
+        return self._checked(pk, result, floor, req.algo_count)
 
     def _checked(self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int) -> PlanResult:
         """``result`` with what a stored check on real executions says about its plan under ``pk``: kept (the
@@ -275,13 +317,8 @@ class Planner:
         except (sqlite3.Error, CacheError):
             return None
         rows = [p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor) for p in rows if p.algo < algo_count]
-        chosen = best_plan(
-            rows,
-            batch=pk.batch,
-            workspace_limit_bytes=pk.workspace_limit_bytes,
-            policy=BatchSizePolicy.UNDIVIDED,
-            deterministic_only=pk.deterministic_only,
-        )
+        undivided = BatchSizePolicy.UNDIVIDED
+        chosen = _optimize(best_plan, rows, pk.batch, pk.workspace_limit_bytes, undivided, pk.deterministic_only)
         if chosen.plan is None or len(chosen.plan.micro_batches) != 1:
             return None
         return chosen.plan.micro_batches[0]
@@ -338,20 +375,11 @@ class Planner:
         pol = parse_policy(policy)
         settings = self._settings()
         deterministic = bool(deterministic_only) or settings.deterministic_only
-        override = settings.override_for(kernel.key, kernel.op)
-        limit = (
-            workspace_limit_bytes if override is None else min(workspace_limit_bytes, override.workspace_limit_bytes)
-        )
+        workspace_limit_bytes = _capped(settings, kernel.key, kernel.op, workspace_limit_bytes)
         sizes = candidate_batch_sizes(kernel.batch, pol)
         floor = self.call_cost_ms(backend_id)
         measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor)
-        return pareto_front(
-            measured.perfs,
-            batch=kernel.batch,
-            workspace_limit_bytes=limit,
-            policy=pol,
-            deterministic_only=deterministic,
-        )
+        return _optimize(pareto_front, measured.perfs, kernel.batch, workspace_limit_bytes, pol, deterministic)
 
     # ---------------------------------------------------------------- internals
 

@@ -8,7 +8,6 @@ derives variants.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import os
@@ -128,11 +127,12 @@ class WorkspacePolicy:
         except config.ConfigError as exc:
             raise PolicyError(str(exc)) from None
         object.__setattr__(self, "batch_size_policy", canonical)
-        limit = self.workspace_limit_bytes
-        if isinstance(limit, str) and limit.strip().lower() == config.AUTO:
-            limit = None
-        limit = None if limit is None else _size(limit, "workspace_limit_bytes")
-        object.__setattr__(self, "workspace_limit_bytes", limit)
+        workspace_limit_bytes = self.workspace_limit_bytes
+        if isinstance(workspace_limit_bytes, str) and workspace_limit_bytes.strip().lower() == config.AUTO:
+            workspace_limit_bytes = None
+        if workspace_limit_bytes is not None:
+            workspace_limit_bytes = _size(workspace_limit_bytes, "workspace_limit_bytes")
+        object.__setattr__(self, "workspace_limit_bytes", workspace_limit_bytes)
         total = self.total_workspace_bytes
         total = None if total is None else _size(total, "total_workspace_bytes")
         object.__setattr__(self, "total_workspace_bytes", total or None)
@@ -163,10 +163,10 @@ class WorkspacePolicy:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkspacePolicy:
         """The policy the UCUDNN_* variables describe; ConfigError names a bad variable."""
         total = int(config.get("UCUDNN_TOTAL_WORKSPACE_SIZE", environ))
-        limit = config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)
+        workspace_limit = config.get("UCUDNN_DEFAULT_WORKSPACE_LIMIT", environ)  # a size or "auto"
         return cls(
             batch_size_policy=str(config.get("UCUDNN_BATCH_SIZE_POLICY", environ)),
-            workspace_limit_bytes=None if limit == config.AUTO else int(limit),
+            workspace_limit_bytes=None if workspace_limit == config.AUTO else int(workspace_limit),
             total_workspace_bytes=total or None,
             deterministic_only=bool(config.get("UCUDNN_DETERMINISTIC", environ)),
             time_slack=float(config.get("UCUDNN_TIME_SLACK", environ)),
@@ -235,14 +235,16 @@ def current() -> WorkspacePolicy:
     return _active if _active is not None else WorkspacePolicy.from_env()
 
 
-def _control_function(name: str) -> Any:
-    try:
-        return getattr(ctypes.CDLL(None), name)
-    except AttributeError:
+def _control() -> Any:
+    """The preload library's control API (:mod:`ucudnn.bridge`); PolicyError when the library is not in this process."""
+    from ucudnn import bridge
+
+    if not bridge.shim_loaded():
         raise PolicyError(
-            f"{name} not found: the preload library libucudnn.so is not loaded in this process; start the program "
-            "with LD_PRELOAD=<path printed by `ucudnn paths`>, or pass policy.to_env() to a child process"
-        ) from None
+            "ucudnn_set_option not found: the preload library libucudnn.so is not loaded in this process; start the "
+            "program with LD_PRELOAD=<path printed by `ucudnn paths`>, or pass policy.to_env() to a child process"
+        )
+    return bridge
 
 
 def apply(policy: WorkspacePolicy | str) -> WorkspacePolicy:
@@ -252,18 +254,17 @@ def apply(policy: WorkspacePolicy | str) -> WorkspacePolicy:
     Returns the policy."""
     global _active
     pol = preset(policy) if isinstance(policy, str) else policy
-    set_option = _control_function("ucudnn_set_option")
-    set_option.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    set_option.restype = ctypes.c_int
+    shim = _control()
     with _active_lock:
         for name, value in pol._env_items().items():
-            if "shim" in config.BY_NAME[name].readers and set_option(name.encode(), value.encode()) != 0:
-                raise PolicyError(f"the preload library rejected {name}={value!r}")
+            if "shim" not in config.BY_NAME[name].readers:
+                continue
+            try:
+                shim.set_option(name, value)
+            except (ValueError, RuntimeError):  # refused (-1), or another status (BridgeError)
+                raise PolicyError(f"the preload library rejected {name}={value!r}") from None
         _active = pol
         # A planner in a child process inherits the settings through the environment.
         os.environ.update(pol._env_items())
-    clear = _control_function("ucudnn_clear_plans")
-    clear.argtypes = []
-    clear.restype = None
-    clear()
+    shim.clear_plans()
     return pol

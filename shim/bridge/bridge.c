@@ -24,6 +24,7 @@ typedef int (*note_division_fn)(int, size_t, size_t, double);
 typedef int (*set_recorder_fn)(ucudnn_recorder_fn);
 typedef int (*call_cost_fn)(void *, double *);
 typedef int (*set_framework_fn)(ucudnn_framework_fn);
+typedef size_t (*graph_json_fn)(void *, char *, size_t);
 
 static void *lookup(_Atomic(void *) *slot, const char *name)
 {
@@ -54,6 +55,7 @@ SHIM_FN(note_division_fn, note_division)
 SHIM_FN(set_recorder_fn, set_recorder)
 SHIM_FN(call_cost_fn, measure_call_cost)
 SHIM_FN(set_framework_fn, set_framework_source)
+SHIM_FN(graph_json_fn, debug_graph_json)
 
 int ucudnn_bridge_shim_loaded(void)
 {
@@ -136,6 +138,17 @@ int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed)
 int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed)
 {
     return json_call(shim_last_plan_json(), buf, len, needed);
+}
+
+int ucudnn_bridge_graph_json(void *plan, char *buf, size_t len, size_t *needed)
+{
+    graph_json_fn fn = shim_debug_graph_json();
+    if (fn == NULL) {
+        *needed = 0;
+        return UCUDNN_BRIDGE_NO_SHIM;
+    }
+    *needed = fn(plan, buf, len);
+    return 0;
 }
 
 int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder)

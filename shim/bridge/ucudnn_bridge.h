@@ -66,4 +66,8 @@ int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms);
 int ucudnn_bridge_stats_json(char *buf, size_t len, size_t *needed);
 int ucudnn_bridge_last_plan_json(char *buf, size_t len, size_t *needed);
 
+/* ucudnn_debug_graph_json(plan, ...) of the shim's debug header: what it resolved for a graph-API execution plan,
+ * "{}" for one it does not know; *needed as above. 0 or UCUDNN_BRIDGE_NO_SHIM. */
+int ucudnn_bridge_graph_json(void *plan, char *buf, size_t len, size_t *needed);
+
 #endif /* UCUDNN_BRIDGE_H */

@@ -119,6 +119,6 @@ def test_the_spread_over_repeats_is_reported() -> None:
 
 
 def test_cudnn_version_reads_as_a_release() -> None:
-    from ucudnn.bench.capi import version_text
+    from ucudnn.cudnn import version_text
 
     assert version_text(92400) == "9.24.0" and version_text(91901) == "9.19.1" and version_text(8907) == "8.9.7"

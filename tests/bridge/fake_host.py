@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         if "--planner-raises" in flags:
 
             class Broken:
-                def plan(self, **kwargs: object) -> object:
+                def plan(self, *args: object, **kwargs: object) -> object:
                     raise RuntimeError("planner exploded on purpose")
 
             _runtime._planner = Broken()  # type: ignore[assignment]

@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
         from ucudnn import _runtime
 
         class Broken:
-            def plan(self, **kwargs: object) -> object:
+            def plan(self, *args: object, **kwargs: object) -> object:
                 raise RuntimeError("planner exploded on purpose")
 
         _runtime._planner = Broken()  # type: ignore[assignment]

@@ -17,6 +17,9 @@ from typing import Any
 
 from ucudnn import bridge
 from ucudnn.bench.backends import HostBackend
+from ucudnn.bench.capi import Descriptors
+from ucudnn.bench.problems import Problem
+from ucudnn.cudnn import Op
 
 
 def main(database: str, how: str) -> int:
@@ -36,18 +39,20 @@ def main(database: str, how: str) -> int:
     signal.signal(signal.SIGUSR1, exit_handler)
     bridge.benchmark = interrupted_benchmark
     b = HostBackend(host_timing="model")
-    b.shim.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "1MiB")
-    d = b.real.make_descriptors(32, 32, 16, 16, 32, 5, 5, (2, 2), (1, 1))
+    bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "1MiB")
+    problem = Problem("conv", w=16, h=16, c=32, n=32, k=32, filter_w=5, filter_h=5, pad_w=2, pad_h=2, stride_w=1,
+                      stride_h=1)  # fmt: skip
+    d = Descriptors.make(b.real, problem)
     try:
-        b.hooked.get_v7("fwd", b.handle, d)
+        b.hooked.get_v7(b.handle, Op.FWD, *d.args())
     except KeyboardInterrupt:
         print(json.dumps({"stage": "interrupted at the cuDNN call", "sizes": sizes}), flush=True)
     else:
         print(json.dumps({"stage": "not interrupted", "sizes": sizes}), flush=True)
         return 0
     sys.stdin.readline()  # the test looks at the cache now, then says go on
-    perfs = b.hooked.get_v7("fwd", b.handle, d)
-    stats = b.shim.stats()
+    perfs = b.hooked.get_v7(b.handle, Op.FWD, *d.args())
+    stats = bridge.stats()
     print(json.dumps({"stage": "planned again", "memory": perfs[0].memory_bytes, "planner_errors":
                       stats["planner_errors"], "sizes": sizes}), flush=True)  # fmt: skip
     return 0

@@ -99,7 +99,7 @@ def test_search_bad_input(cudnn: C.Cudnn, handle: C.Handle) -> None:
         C.TensorDesc.of(cudnn, y) as yd,
         C.ConvDesc(cudnn, SPEC) as cd,
     ):
-        rows = (C.AlgoPerf * 8)()
+        rows = (C.PerfStruct * 8)()
         got = ctypes.c_int(-5)
         d = (xd.ptr, wd.ptr, cd.ptr, yd.ptr)
         for fn in (r.cudnnGetConvolutionForwardAlgorithm_v7, r.cudnnFindConvolutionForwardAlgorithm):

@@ -167,24 +167,40 @@ def test_taps_wholly_in_the_padding(lib: KernelLib, algo: AlgoInfo, w_layout: T.
 @pytest.mark.parametrize("algo", list(all_algos()))
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-2.0, 0.0), (1.0, 1.0), (0.5, -1.5)])
 def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -> None:
-    cases: tuple[tuple[type, T.Layout], ...] = ((np.float32, "NHWC"), (np.float64, "padded"))
+    check_alpha_beta(lib, algo, alpha, beta, ((np.float32, "NHWC"), (np.float64, "padded")))
+
+
+def check_alpha_beta(
+    lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float, cases: tuple[tuple[Any, T.Layout], ...]
+) -> None:
+    """The scaling factors on BASE, for each (data type, tensor layout) of ``cases`` with an NHWC filter."""
     for dtype, layout in cases:
         assert run_checked(lib, algo, BASE, dtype, layout=layout, w_layout="NHWC", alpha=alpha, beta=beta)
 
 
+# What test_random_problems draws besides the data type: seed, spatial dims, layouts, beta.
+RANDOM_PROBLEMS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "nb_spatial": st.sampled_from([2, 2, 3]),
+    "layout": st.sampled_from(T.LAYOUTS),
+    "w_layout": st.sampled_from(FILTER_LAYOUTS),
+    "beta": st.sampled_from([0.0, 0.5]),
+}
+
+
 @pytest.mark.parametrize("op", OPS, ids=[OP_NAMES[o] for o in OPS])
 @settings(max_examples=25, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    nb_spatial=st.sampled_from([2, 2, 3]),
-    layout=st.sampled_from(T.LAYOUTS),
-    w_layout=st.sampled_from(FILTER_LAYOUTS),
-    dtype=st.sampled_from([np.float32, np.float64]),
-    beta=st.sampled_from([0.0, 0.5]),
-)
+@given(dtype=st.sampled_from([np.float32, np.float64]), **RANDOM_PROBLEMS)
 def test_random_problems(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: type, beta: float
 ) -> None:
+    check_random_problem(op, seed, nb_spatial, layout, w_layout, dtype, beta)
+
+
+def check_random_problem(
+    op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: Any, beta: float
+) -> None:
+    """Every algorithm of ``op`` on a random problem: right where it runs (only Winograd may refuse)."""
     lib = _lib()
     prob = T.random_problem(np.random.default_rng(seed), nb_spatial=nb_spatial)
     for algo in lib.algos(op):
@@ -194,7 +210,7 @@ def test_random_problems(
         assert supported or "WINOGRAD" in algo.name
 
 
-def _workspace(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: type = np.float32) -> int | None:
+def workspace_of(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: Any = np.float32) -> int | None:
     x: npt.NDArray[Any] = np.zeros(prob.x_shape, dtype)
     w: npt.NDArray[Any] = np.zeros(prob.w_shape, dtype)
     y: npt.NDArray[Any] = np.zeros(prob.y_shape, dtype)
@@ -206,7 +222,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo) -> None:
     """The trade-off the planner relies on: zero / N-independent / linear-in-N workspaces, exact im2col sizes."""
 
     def at(n: int, dtype: type = np.float32) -> int:
-        ws = _workspace(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dtype)
+        ws = workspace_of(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dtype)
         assert ws is not None
         return ws
 
@@ -246,7 +262,7 @@ def test_winograd_limits(lib: KernelLib) -> None:
         wino = [a for a in lib.algos(op) if a.name == "WINOGRAD_NONFUSED"]
         assert len(wino) == 1
         for prob in unsupported:
-            assert _workspace(lib, wino[0], prob) is None, prob
+            assert workspace_of(lib, wino[0], prob) is None, prob
 
 
 def test_tables(lib: KernelLib) -> None:
@@ -272,10 +288,19 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo) -> None:
     x = rng.standard_normal(prob.x_shape).astype(np.float32)
     w = rng.standard_normal(prob.w_shape).astype(np.float32)
     y = rng.standard_normal(prob.y_shape).astype(np.float32)
-    ws = _workspace(lib, algo, prob)
+    check_repeatable(lib, algo, prob, (x, w, y), np.float32, runs=5)
+
+
+def check_repeatable(
+    lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, xwy: tuple[Any, Any, Any], dtype: Any, *, runs: int
+) -> None:
+    """``runs`` runs of ``algo`` from the same inputs (beta 0.5): bitwise equal outputs for a deterministic
+    algorithm, equal to the tolerance of ``dtype`` otherwise."""
+    x, w, y = xwy
+    ws = workspace_of(lib, algo, prob, dtype)
     assert ws is not None
     results = []
-    for _ in range(5):
+    for _ in range(runs):
         xx, ww, yy = x.copy(), w.copy(), y.copy()
         lib.run(algo.op, algo.index, xx, ww, yy, prob.params, beta=0.5, workspace=np.empty(ws, np.uint8))
         results.append({FWD: yy, BWD_DATA: xx, BWD_FILTER: ww}[algo.op])
@@ -283,4 +308,4 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo) -> None:
         if algo.deterministic:
             assert np.array_equal(r, results[0])
         else:
-            T.assert_close(r, results[0], np.float32)
+            T.assert_close(r, results[0], dtype)

@@ -15,13 +15,24 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.host._kernel_harness import BWD_DATA, BWD_FILTER, FWD, OP_NAMES, OPS, AlgoInfo, KernelLib
-from tests.host.test_kernels import BASE, FILTER_LAYOUTS, SHAPES, _lib, all_algos, problem, run_checked
+from tests.host.test_kernels import (
+    BASE,
+    FILTER_LAYOUTS,
+    RANDOM_PROBLEMS,
+    SHAPES,
+    all_algos,
+    check_alpha_beta,
+    check_random_problem,
+    check_repeatable,
+    problem,
+    run_checked,
+    workspace_of,
+)
 from ucudnn import cudnn as C
 from ucudnn import testing as T
 
@@ -53,38 +64,16 @@ def test_shapes(lib: KernelLib, algo: AlgoInfo, dtype: Any, shape: str) -> None:
 @pytest.mark.parametrize("algo", list(all_algos()))
 @pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-2.0, 0.0), (1.0, 1.0), (0.5, -1.5)])
 def test_alpha_beta(lib: KernelLib, algo: AlgoInfo, alpha: float, beta: float) -> None:
-    cases: tuple[tuple[Any, T.Layout], ...] = ((np.float16, "NHWC"), (T.BFLOAT16, "padded"))
-    for dtype, layout in cases:
-        assert run_checked(lib, algo, BASE, dtype, layout=layout, w_layout="NHWC", alpha=alpha, beta=beta)
+    check_alpha_beta(lib, algo, alpha, beta, ((np.float16, "NHWC"), (T.BFLOAT16, "padded")))
 
 
 @pytest.mark.parametrize("op", OPS, ids=[OP_NAMES[o] for o in OPS])
 @settings(max_examples=15, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    nb_spatial=st.sampled_from([2, 2, 3]),
-    layout=st.sampled_from(T.LAYOUTS),
-    w_layout=st.sampled_from(FILTER_LAYOUTS),
-    dtype=st.sampled_from([np.dtype(np.float16), T.BFLOAT16]),
-    beta=st.sampled_from([0.0, 0.5]),
-)
+@given(dtype=st.sampled_from([np.dtype(np.float16), T.BFLOAT16]), **RANDOM_PROBLEMS)
 def test_random_problems(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: Any, beta: float
 ) -> None:
-    lib = _lib()
-    prob = T.random_problem(np.random.default_rng(seed), nb_spatial=nb_spatial)
-    for algo in lib.algos(op):
-        supported = run_checked(
-            lib, algo, prob, dtype, layout=layout, w_layout=w_layout, alpha=1.25, beta=beta, seed=seed
-        )
-        assert supported or "WINOGRAD" in algo.name
-
-
-def _ws(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: Any) -> int | None:
-    x: npt.NDArray[Any] = np.zeros(prob.x_shape, dtype)
-    w: npt.NDArray[Any] = np.zeros(prob.w_shape, dtype)
-    y: npt.NDArray[Any] = np.zeros(prob.y_shape, dtype)
-    return lib.workspace(algo.op, algo.index, x, w, y, prob.params)
+    check_random_problem(op, seed, nb_spatial, layout, w_layout, dtype, beta)
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
@@ -97,7 +86,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
     36, 100 positions)."""
 
     def at(n: int, dt: Any = dtype) -> int:
-        ws = _ws(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dt)
+        ws = workspace_of(lib, algo, problem((n, 8, 10, 10), (16, 4, 3, 3), groups=2, pad=1), dt)
         assert ws is not None
         return ws
 
@@ -127,18 +116,7 @@ def test_repeatability(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
     prob = problem((4, 8, 9, 9), (12, 8, 3, 3), pad=1)
     rng = np.random.default_rng(1)
     x, w, y = (T.to_layout(rng.standard_normal(s), "NCHW", dtype) for s in (prob.x_shape, prob.w_shape, prob.y_shape))
-    ws = _ws(lib, algo, prob, dtype)
-    assert ws is not None
-    results = []
-    for _ in range(4):
-        xx, ww, yy = x.copy(), w.copy(), y.copy()
-        lib.run(algo.op, algo.index, xx, ww, yy, prob.params, beta=0.5, workspace=np.empty(ws, np.uint8))
-        results.append({FWD: yy, BWD_DATA: xx, BWD_FILTER: ww}[algo.op])
-    for r in results[1:]:
-        if algo.deterministic:
-            assert np.array_equal(r, results[0])
-        else:
-            T.assert_close(r, results[0], dtype)
+    check_repeatable(lib, algo, prob, (x, w, y), dtype, runs=4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES16)
@@ -157,7 +135,7 @@ def test_single_round_to_nearest_even(lib: KernelLib, dtype: Any) -> None:
     want = exact.astype(np.float16) if np.dtype(dtype) == np.float16 else C.bf16_from_float(exact)
     checked = 0
     for algo in lib.algos(FWD):
-        ws = _ws(lib, algo, prob, dtype)
+        ws = workspace_of(lib, algo, prob, dtype)
         if ws is None:
             continue
         y = y0.copy()
@@ -208,7 +186,7 @@ def test_every_16bit_value_round_trips(lib: KernelLib, dtype: Any) -> None:
     neg_zero = x.view(np.uint16) == 0x8000
     same = ~nan & ~neg_zero
     for algo in lib.algos(FWD):
-        ws = _ws(lib, algo, prob, dtype)
+        ws = workspace_of(lib, algo, prob, dtype)
         if ws is None:
             continue
         y = np.zeros(prob.y_shape, x.dtype)

@@ -91,36 +91,30 @@ def tensor_readback(cd: C.Cudnn, d: int, status: int) -> tuple[Any, ...]:
     return (status, get_t4(cd, d), get_tnd(cd, d), t_size(cd, d)) if status == 0 else (status, get_tnd(cd, d))
 
 
-def set_t4(fmt: int, dt: int, *dims: int) -> Callable[[C.Cudnn], Any]:
+def setter(kind: str, readback: Callable[[C.Cudnn, int, int], Any], fn: str, *args: Any) -> Callable[[C.Cudnn], Any]:
+    """A case: a new descriptor of ``kind`` given to ``fn(d, *args)``, then read back with the status."""
+
     def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Tensor")
-        return tensor_readback(cd, d, cd.raw.cudnnSetTensor4dDescriptor(d, fmt, dt, *dims))
+        d = new(cd, kind)
+        return readback(cd, d, getattr(cd.raw, fn)(d, *args))
 
     return run
+
+
+def set_t4(fmt: int, dt: int, *dims: int) -> Callable[[C.Cudnn], Any]:
+    return setter("Tensor", tensor_readback, "cudnnSetTensor4dDescriptor", fmt, dt, *dims)
 
 
 def set_t4ex(dt: int, *args: int) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Tensor")
-        return tensor_readback(cd, d, cd.raw.cudnnSetTensor4dDescriptorEx(d, dt, *args))
-
-    return run
+    return setter("Tensor", tensor_readback, "cudnnSetTensor4dDescriptorEx", dt, *args)
 
 
 def set_tnd(dt: int, dims: Sequence[int], strides: Sequence[int]) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Tensor")
-        return tensor_readback(cd, d, cd.raw.cudnnSetTensorNdDescriptor(d, dt, len(dims), arr(dims), arr(strides)))
-
-    return run
+    return setter("Tensor", tensor_readback, "cudnnSetTensorNdDescriptor", dt, len(dims), arr(dims), arr(strides))
 
 
 def set_tndex(fmt: int, dt: int, dims: Sequence[int]) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Tensor")
-        return tensor_readback(cd, d, cd.raw.cudnnSetTensorNdDescriptorEx(d, fmt, dt, len(dims), arr(dims)))
-
-    return run
+    return setter("Tensor", tensor_readback, "cudnnSetTensorNdDescriptorEx", fmt, dt, len(dims), arr(dims))
 
 
 def tnd_requested(req: int) -> Callable[[C.Cudnn], Any]:
@@ -156,19 +150,11 @@ def filter_readback(cd: C.Cudnn, d: int, status: int) -> tuple[Any, ...]:
 
 
 def set_f4(dt: int, fmt: int, *dims: int) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Filter")
-        return filter_readback(cd, d, cd.raw.cudnnSetFilter4dDescriptor(d, dt, fmt, *dims))
-
-    return run
+    return setter("Filter", filter_readback, "cudnnSetFilter4dDescriptor", dt, fmt, *dims)
 
 
 def set_fnd(dt: int, fmt: int, dims: Sequence[int]) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Filter")
-        return filter_readback(cd, d, cd.raw.cudnnSetFilterNdDescriptor(d, dt, fmt, len(dims), arr(dims)))
-
-    return run
+    return setter("Filter", filter_readback, "cudnnSetFilterNdDescriptor", dt, fmt, len(dims), arr(dims))
 
 
 def fnd_requested(req: int) -> Callable[[C.Cudnn], Any]:
@@ -204,22 +190,14 @@ def conv_readback(cd: C.Cudnn, d: int, status: int) -> tuple[Any, ...]:
 
 
 def set_c2(*args: int) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Convolution")
-        return conv_readback(cd, d, cd.raw.cudnnSetConvolution2dDescriptor(d, *args))
-
-    return run
+    return setter("Convolution", conv_readback, "cudnnSetConvolution2dDescriptor", *args)
 
 
 def set_cnd(
     pad: Sequence[int], st: Sequence[int], dil: Sequence[int], mode: int = 1, ct: int = 0
 ) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Convolution")
-        s = cd.raw.cudnnSetConvolutionNdDescriptor(d, len(pad), arr(pad), arr(st), arr(dil), mode, ct)
-        return conv_readback(cd, d, s)
-
-    return run
+    args = (len(pad), arr(pad), arr(st), arr(dil), mode, ct)
+    return setter("Convolution", conv_readback, "cudnnSetConvolutionNdDescriptor", *args)
 
 
 def cnd_requested(req: int) -> Callable[[C.Cudnn], Any]:
@@ -237,11 +215,7 @@ def cnd_requested(req: int) -> Callable[[C.Cudnn], Any]:
 
 
 def conv_setter(fn: str, value: int) -> Callable[[C.Cudnn], Any]:
-    def run(cd: C.Cudnn) -> Any:
-        d = new(cd, "Convolution")
-        return conv_readback(cd, d, getattr(cd.raw, fn)(d, value))
-
-    return run
+    return setter("Convolution", conv_readback, fn, value)
 
 
 # ---- output dims: (conv args, x dims, x dtype, w dims, w dtype, groups) ----

@@ -5,9 +5,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ucudnn.optimizer import AlgoPerf, KernelOptions, Plan
+from ucudnn.optimizer import AlgoPerf, KernelOptions, Plan, candidate_batch_sizes
 
 REL = 1e-9
+
+
+def two_algorithms(batch: int = 128) -> list[AlgoPerf]:
+    """The hand-computed case at each powerOfTwo size b: fast (algo 1) 1 ms launch cost + 0.1 ms per sample and
+    1 KiB of workspace per sample; slow (algo 0) 1 ms per sample and 16 bytes."""
+    perfs = []
+    for b in candidate_batch_sizes(batch, "powerOfTwo"):
+        perfs.append(AlgoPerf(b, 1, 1.0 + 0.1 * b, 1024 * b))
+        perfs.append(AlgoPerf(b, 0, 1.0 * b, 16))
+    return perfs
 
 
 def close(a: float, b: float) -> bool:

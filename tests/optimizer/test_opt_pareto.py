@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ucudnn.optimizer import AlgoPerf, BatchSizePolicy, Plan, best_plan, candidate_batch_sizes, pareto_front
 
-from .opt_brute import all_plans, close, time_of, ws_of
+from .opt_brute import all_plans, close, time_of, two_algorithms, ws_of
 from .test_opt_reuse import POLICIES, assert_valid, tables, usable
 
 
@@ -43,10 +43,7 @@ def test_front_against_brute_force(table: tuple[int, list[AlgoPerf]], policy: Ba
 
 
 def test_two_algorithm_front_by_hand() -> None:
-    perfs = []
-    for b in candidate_batch_sizes(128, "powerOfTwo"):
-        perfs.append(AlgoPerf(b, 1, 1.0 + 0.1 * b, 1024 * b))
-        perfs.append(AlgoPerf(b, 0, 1.0 * b, 16))
+    perfs = two_algorithms()
     front = pareto_front(perfs, batch=128, workspace_limit_bytes=32 * 1024)
     # Slow undivided (128 ms), then the fast algorithm in 2, 4, ..., 32-sample micro-batches (size 1 fast is
     # 1.1 ms per sample: slower than 128 ms in total, so not on the front).

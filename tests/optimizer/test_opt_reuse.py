@@ -20,7 +20,7 @@ from ucudnn.optimizer import (
     candidate_batch_sizes,
 )
 
-from .opt_brute import all_plans, close, time_of, ws_of
+from .opt_brute import all_plans, close, time_of, two_algorithms, ws_of
 
 POLICIES = list(BatchSizePolicy)
 
@@ -122,10 +122,7 @@ def test_same_input_same_plan_whatever_the_order(table: tuple[int, list[AlgoPerf
 
 def test_two_algorithm_hand_computed_case() -> None:
     # Fast: 1 ms launch cost + 0.1 ms per sample, 1 KiB of workspace per sample. Slow: 1 ms per sample, 16 bytes.
-    perfs = []
-    for b in candidate_batch_sizes(128, "powerOfTwo"):
-        perfs.append(AlgoPerf(b, 1, 1.0 + 0.1 * b, 1024 * b))
-        perfs.append(AlgoPerf(b, 0, 1.0 * b, 16))
+    perfs = two_algorithms()
     result = best_plan(perfs, batch=128, workspace_limit_bytes=32 * 1024)
     assert result.status is Status.OPTIMAL and result.plan is not None
     assert [(mb.batch, mb.algo) for mb in result.plan.micro_batches] == [(32, 1)] * 4

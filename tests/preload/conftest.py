@@ -107,6 +107,36 @@ def base_env() -> dict[str, str]:
     return env
 
 
+def run_probe(script: str, *args: str, env: dict[str, str], timeout: float = 120) -> dict[str, Any]:
+    """Run tests/preload/``script`` ARGS in a fresh interpreter with ``env``: the JSON of its last line of stdout."""
+    proc = subprocess.run([sys.executable, str(HERE / script), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return report
+
+
+def run_python_host(
+    script: Path, args: list[str], tmp_path: Path, preload_lib: Path, env: dict[str, str] | None
+) -> tuple[np.ndarray, dict[str, Any], str]:
+    """Run a Python host ``script ARGS OUT_DIR`` in a fresh process (the repository importable, a cache in tmp_path)
+    and read what it wrote: out.npy and report.json, and its stderr. env None: without the preload library; else
+    with it and these UCUDNN_* settings."""
+    out = tmp_path / f"{script.stem}{len(list(tmp_path.iterdir()))}"
+    out.mkdir()
+    full = base_env()
+    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
+    if env is not None:
+        full["LD_PRELOAD"] = str(preload_lib)
+        full.update(env)
+    proc = subprocess.run([sys.executable, str(script), *args, str(out)], env=full, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return np.load(out / "out.npy"), report, proc.stderr
+
+
 def messages(stderr: str) -> list[str]:
     """The shim's stderr lines other than its exit summary (which any process that planned prints)."""
     return [line for line in stderr.splitlines() if not line.endswith("(UCUDNN_LOG_LEVEL=error silences this line)")]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ucudnn import bridge
 from ucudnn import graph_api as G
 
 N, C, K, S = 8, 4, 6, 8
@@ -28,9 +29,7 @@ def main() -> int:
     real = ctypes.CDLL(host, mode=ctypes.RTLD_GLOBAL)
     api = G.Backend(ctypes.CDLL(None))  # the preload library's hooks when preloaded
     if os.environ.get("LD_PRELOAD"):  # a planner that declines: the shim's fallback decides
-        declining = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(lambda request, reply: 2)
-        ctypes.CDLL(None).ucudnn_set_planner(declining)
-        globals()["_keep"] = declining
+        bridge.set_planner(lambda request, reply: 2)
     handle = P()
     assert real.cudnnCreate(ctypes.byref(handle)) == 0
     rng = np.random.default_rng(1)
@@ -43,11 +42,7 @@ def main() -> int:
     CASES[case](ctx)
     np.save(out / "out.npy", ctx.output())
     if os.environ.get("LD_PRELOAD"):
-        stats = ctypes.CDLL(None).ucudnn_stats_json
-        stats.restype = ctypes.c_size_t
-        buf = ctypes.create_string_buffer(1 << 16)
-        stats(buf, ctypes.c_size_t(len(buf)))
-        report["stats"] = json.loads(buf.value.decode())
+        report["stats"] = bridge.stats()
     (out / "report.json").write_text(json.dumps(report))
     return 0
 

@@ -12,7 +12,6 @@ so the shim's fallback decides, as in a C host without its embedded planner).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.host import _graph as G
+from ucudnn import bridge
 from ucudnn import testing as T
 
 # Where a framework's buffers start: cudaMalloc returns 256-byte aligned memory (PyTorch's caching allocator 512).
@@ -43,10 +43,7 @@ def main() -> int:
     out = Path(sys.argv[3])
     if spec.get("no_planner") and os.environ.get("LD_PRELOAD"):
         # A planner that always fails: the shim's fallback (a C host without its embedded planner) decides.
-        planner_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-        failing = planner_type(lambda request, reply: 2)
-        ctypes.CDLL(None).ucudnn_set_planner(failing)
-        globals()["_keep_alive"] = failing
+        bridge.set_planner(lambda request, reply: 2)
     driver = G.Driver(Path(sys.argv[1]))
     n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
     rng = np.random.default_rng(spec.get("seed", 0))
@@ -72,11 +69,7 @@ def main() -> int:
         "addresses": [a.ctypes.data for a in (x, w, y, *(fused or ())[:2])],
     }  # fmt: skip
     if os.environ.get("LD_PRELOAD"):
-        stats = ctypes.CDLL(None).ucudnn_stats_json
-        stats.restype = ctypes.c_size_t
-        buf = ctypes.create_string_buffer(1 << 16)
-        stats(buf, ctypes.c_size_t(len(buf)))
-        report["stats"] = json.loads(buf.value.decode())
+        report["stats"] = bridge.stats()
     (out / "report.json").write_text(json.dumps(report))
     return 0
 

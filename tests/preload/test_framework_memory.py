@@ -5,12 +5,9 @@ legacy path's Get*_v7 listing is bounded by that figure (the same function the g
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from .conftest import base_env
+from .conftest import base_env, run_probe
 
 MiB = 1 << 20
 
@@ -23,21 +20,7 @@ def test_torch_allocator_cache_counts_as_allocatable(preload_lib: Path, host_lib
         "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"),
     }
     reserved, allocated = 6 * MiB, 2 * MiB
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("framework_probe.py")),
-            str(host_lib),
-            str(reserved),
-            str(allocated),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.splitlines()[-1])
+    report = run_probe("framework_probe.py", str(host_lib), str(reserved), str(allocated), env=env, timeout=300)
     # No torch, or torch without CUDA state (asking would create it): the device's free memory alone.
     assert report["no_torch"] == MiB and report["cuda_not_initialized"] == MiB, report
     # torch with CUDA: its allocator's reserved-but-unused bytes are allocatable too.

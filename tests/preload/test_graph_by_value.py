@@ -12,20 +12,15 @@ outputs must be the undivided run's, the statuses cuDNN's.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from .conftest import base_env
+from .conftest import run_python_host
 from .test_graph_split import FWD, LINEAR_ENGINE, WGRAD, close, run
 
-ROOT = Path(__file__).resolve().parents[2]
 ADVERSARY = Path(__file__).with_name("graph_adversary.py")
 BASE = {"c": 4, "k": 6, "size": 8, "n": 8, "alpha": 0.7, "beta": 0.3, "real_order": True, "no_planner": True}
 
@@ -61,20 +56,10 @@ def test_the_real_orders_fused_conv_add_bias_relu(host_lib: Path, preload_lib: P
 
 def adversary(host_lib: Path, preload_lib: Path, tmp_path: Path, case: str, env: dict[str, str] | None,
               ) -> tuple[np.ndarray, dict[str, Any]]:  # fmt: skip
-    out = tmp_path / f"{case}{len(list(tmp_path.iterdir()))}"
-    out.mkdir()
-    full = base_env()
-    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
-    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
     # The host backend recycles destroyed descriptors last in, first out: old addresses come back whatever the
     # heap's layout (which the environment's size and the shim's own allocations change).
-    if env is not None:
-        full["LD_PRELOAD"] = str(preload_lib)
-        full.update(env)
-    proc = subprocess.run([sys.executable, str(ADVERSARY), str(host_lib), case, str(out)], env=full,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return np.load(out / "out.npy"), json.loads((out / "report.json").read_text())
+    out, report, _ = run_python_host(ADVERSARY, [str(host_lib), case], tmp_path, preload_lib, env)
+    return out, report
 
 
 def under_limit(host_lib: Path, preload_lib: Path, tmp_path: Path, case: str,

@@ -12,9 +12,6 @@ the DP).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +20,8 @@ import pytest
 
 from tests.host import _graph as G
 
-from .conftest import base_env
+from .conftest import run_python_host
 
-ROOT = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).with_name("graph_host.py")
 FWD, DGRAD, WGRAD = 0, 1, 2
 # Engines whose workspace grows with N: forward GEMM, backward-data ALGO_1, backward-filter ALGO_1.
@@ -42,22 +38,9 @@ def _driver_built(host_lib: Path) -> None:
 def run(host_lib: Path, preload_lib: Path, tmp_path: Path, spec: dict[str, Any], env: dict[str, str] | None,
         ) -> tuple[np.ndarray, dict[str, Any]]:  # fmt: skip
     """env None: without the preload library; else with it and these UCUDNN_* settings."""
-    out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
-    out.mkdir()
-    full = base_env()
-    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
-    full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
-    if env is not None:
-        full["LD_PRELOAD"] = str(preload_lib)
-        full.update(env)
-    proc = subprocess.run(
-        [sys.executable, str(HOST), str(host_lib), json.dumps(spec), str(out)],
-        env=full, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    report: dict[str, Any] = json.loads((out / "report.json").read_text())
-    assert report["status"] == 0, (report, proc.stderr)
-    return np.load(out / "out.npy"), report
+    out, report, stderr = run_python_host(HOST, [str(host_lib), json.dumps(spec)], tmp_path, preload_lib, env)
+    assert report["status"] == 0, (report, stderr)
+    return out, report
 
 
 def close(a: np.ndarray, b: np.ndarray, tol: float = 1e-5) -> None:

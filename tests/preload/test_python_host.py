@@ -3,12 +3,9 @@ imports ucudnn._runtime, whose planner then plans every call, from any thread.""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from .conftest import TOLERANCE, base_env
+from .conftest import TOLERANCE, base_env, run_probe
 
 
 def test_python_host_plans_through_runtime(preload_lib: Path, host_lib: Path, tmp_path: Path) -> None:
@@ -17,15 +14,7 @@ def test_python_host_plans_through_runtime(preload_lib: Path, host_lib: Path, tm
         "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB",
         "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"),
     }
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("pyhost_probe.py")), str(host_lib)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.splitlines()[-1])
+    report = run_probe("pyhost_probe.py", str(host_lib), env=env)
     stats = report["stats"]
     assert report["outputs"] == 9 and stats["calls"] == 9
     # The main thread's call planned through the imported runtime; the threads then hit the cached plan.

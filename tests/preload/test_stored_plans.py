@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -202,43 +203,28 @@ def test_any_json_whitespace_is_accepted(run_driver: RunDriver, lonely: Path, tm
     assert steps(got.report["last_plan"]) == [(8, 2, 0), (8, 2, 0)]
 
 
-def _foreign_sqlite(path: Path) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE plans (key TEXT, plan_json TEXT)")
-        conn.execute("INSERT INTO plans VALUES ('x', '[[16, 0, 0]]')")
-    conn.close()
+def _sqlite(*statements: str) -> Callable[[Path], None]:
+    """A maker of an SQLite file holding what ``statements`` write."""
 
+    def make(path: Path) -> None:
+        with sqlite3.connect(path) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        conn.close()
 
-def _other_version(path: Path) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("PRAGMA user_version = 99")
-        conn.execute("CREATE TABLE plans (key TEXT)")
-    conn.close()
-
-
-def _other_application(path: Path) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA application_id = 1234")
-        conn.execute("CREATE TABLE t (x)")
-    conn.close()
-
-
-def _no_plans_table(path: Path) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("PRAGMA user_version = 1")
-        conn.execute("CREATE TABLE benchmarks (key TEXT)")
-    conn.close()
+    return make
 
 
 FOREIGN = {
     "text": lambda p: p.write_text("this is not a database\n" * 200),
     "truncated-sqlite": lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\xff" * 200),
-    "foreign-sqlite": _foreign_sqlite,
-    "other-version": _other_version,
-    "other-application": _other_application,
-    "no-plans-table": _no_plans_table,
+    "foreign-sqlite": _sqlite("CREATE TABLE plans (key TEXT, plan_json TEXT)",
+                              "INSERT INTO plans VALUES ('x', '[[16, 0, 0]]')"),
+    "other-version": _sqlite(f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 99",
+                             "CREATE TABLE plans (key TEXT)"),
+    "other-application": _sqlite("PRAGMA application_id = 1234", "CREATE TABLE t (x)"),
+    "no-plans-table": _sqlite(f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 1",
+                              "CREATE TABLE benchmarks (key TEXT)"),
     "directory": lambda p: p.mkdir(),
 }
 

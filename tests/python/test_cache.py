@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn import cache as cache_mod
+from ucudnn import _cache_store as store_mod
 from ucudnn import config
 from ucudnn.cache import APPLICATION_ID, SCHEMA_VERSION, BenchmarkRow, Cache, CacheError, PlanKey, Verdict
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
@@ -293,7 +293,7 @@ def test_damaged_pages_are_moved_aside(tmp_path: Path) -> None:
 
 
 def test_move_aside_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache_mod, "_utc_stamp", lambda: "20250101T000000Z")
+    monkeypatch.setattr(store_mod, "_utc_stamp", lambda: "20250101T000000Z")
     path = tmp_path / "c.sqlite"
     damaged = []
     for i in range(3):

@@ -5,13 +5,12 @@ change, and every kernel is planned under its share."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
+from tests.conftest import assert_native_output_diverted
 from ucudnn.network import OVER_BUDGET, Division, Network
 from ucudnn.optimizer import AlgoPerf, PlanResult, Status
 from ucudnn.planner import NetworkKernel, Planner
@@ -293,7 +292,4 @@ def test_solver_printf_goes_to_stderr() -> None:
         "libc.printf(b'after\\n')\n"
         "libc.fflush(None)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["before", "after"]
-    assert "solver noise" in proc.stderr
+    assert_native_output_diverted(code, "solver noise")

@@ -102,15 +102,14 @@ def test_apply_without_the_preload_library_says_what_to_do() -> None:
 def test_apply_pushes_shim_settings_and_keeps_python_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, Any]] = []
 
-    class Fn:
-        def __init__(self, name: str) -> None:
-            self.name = name
+    class Shim:  # ucudnn.bridge's control calls, recorded
+        def set_option(self, *args: str) -> None:
+            calls.append(("ucudnn_set_option", args))
 
-        def __call__(self, *args: bytes) -> int:
-            calls.append((self.name, tuple(a.decode() for a in args)))
-            return 0
+        def clear_plans(self) -> None:
+            calls.append(("ucudnn_clear_plans", ()))
 
-    monkeypatch.setattr(policy_mod, "_control_function", Fn)
+    monkeypatch.setattr(policy_mod, "_control", Shim)
     monkeypatch.setattr(policy_mod, "_active", None)
     for name in policy_mod._ENV_NAMES:  # restored by monkeypatch after the test
         monkeypatch.setenv(name, "")
@@ -129,7 +128,11 @@ def test_apply_pushes_shim_settings_and_keeps_python_ones(monkeypatch: pytest.Mo
 
 
 def test_apply_reports_a_rejected_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(policy_mod, "_control_function", lambda name: lambda *a: -1)
+    class Refusing:  # ucudnn.bridge.set_option when the shim returns -1
+        def set_option(self, name: str, value: str) -> None:
+            raise ValueError(f"ucudnn: the preload library rejected {name}={value!r}")
+
+    monkeypatch.setattr(policy_mod, "_control", Refusing)
     monkeypatch.setattr(policy_mod, "_active", None)
     with pytest.raises(PolicyError, match="rejected UCUDNN_BATCH_SIZE_POLICY"):
         apply("cudnn")

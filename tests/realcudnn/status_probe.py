@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ucudnn import bridge
 from ucudnn import graph_api as G
 from ucudnn.graph_api import P, i64s
 
@@ -230,12 +231,8 @@ statuses = {name: fn() for name, fn in SEQUENCES.items()}
 statuses["heuristics"], counts = heuristics()
 b.destroy_all()
 report: dict[str, Any] = {"statuses": statuses, "values": {"heuristics": counts}}
-shim = ctypes.CDLL(None)
-if hasattr(shim, "ucudnn_stats_json"):  # the preload library answered: say how many calls it saw
-    shim.ucudnn_stats_json.restype = ctypes.c_size_t
-    buf = ctypes.create_string_buffer(8192)
-    shim.ucudnn_stats_json(buf, ctypes.c_size_t(len(buf)))
-    stats = json.loads(buf.value)
+if bridge.shim_loaded():  # the preload library answered: say how many calls it saw
+    stats = bridge.stats()
     report["graph_calls"] = stats["graph_calls"]
     report["dlsym_hooked"] = stats["dlsym_hooked"]
 print(json.dumps(report))

@@ -93,10 +93,10 @@ def _run(args: argparse.Namespace) -> int:
         return _division(args, perf_table.load(args.table), budget, policy)
     if args.time_limit is not None or args.method != "ilp":
         raise _BadInput("--method and --time-limit apply to Workspace Division (--total-workspace)")
-    limit = parse_size(args.workspace, name="--workspace")
+    workspace_limit_bytes = parse_size(args.workspace, name="--workspace")
     kernels = perf_table.load(args.table)
     kernel = perf_table.find(kernels, args.kernel)
-    return _reuse(args, kernel, limit, policy)
+    return _reuse(args, kernel, workspace_limit_bytes, policy)
 
 
 def _plan_json(name: str, plan: Plan) -> dict[str, Any]:
@@ -126,14 +126,17 @@ def _infeasible(args: argparse.Namespace, name: str, message: str) -> int:
     return EXIT_INFEASIBLE
 
 
-def _heading(name: str, batch: int, policy: BatchSizePolicy, limit: int) -> str:
-    return f"{short_kernel_name(name)}: batch {batch}, policy {policy.value}, limit {format_size(limit)}"
+def _heading(name: str, batch: int, policy: BatchSizePolicy, workspace_limit_bytes: int) -> str:
+    limit = format_size(workspace_limit_bytes)
+    return f"{short_kernel_name(name)}: batch {batch}, policy {policy.value}, limit {limit}"
 
 
-def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int, policy: BatchSizePolicy) -> int:
+def _reuse(
+    args: argparse.Namespace, kernel: perf_table.KernelTable, workspace_limit_bytes: int, policy: BatchSizePolicy
+) -> int:
     batch = args.batch if args.batch is not None else kernel.batch
     perf_table.check_coverage(kernel, batch, policy)
-    common = {"batch": batch, "workspace_limit_bytes": limit, "policy": policy,
+    common = {"batch": batch, "workspace_limit_bytes": workspace_limit_bytes, "policy": policy,
               "deterministic_only": args.deterministic}
     if args.pareto:
         front = pareto_front(kernel.perfs, **common)
@@ -144,7 +147,7 @@ def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int,
         if args.json:
             print(json.dumps([_plan_json(kernel.name, p) for p in by_time], indent=2))
         else:
-            print(f"{_heading(kernel.name, batch, policy, limit)}: {len(front)} plan(s)")
+            print(f"{_heading(kernel.name, batch, policy, workspace_limit_bytes)}: {len(front)} plan(s)")
             print(f"{'time ms':>10} {'workspace':>10}  micro-batches (count x size algorithm)")
             for p in by_time:
                 print(f"{p.time_ms:10.4g} {format_size(p.workspace_bytes):>10}  {_plan_text(kernel.name, p)}")
@@ -155,10 +158,10 @@ def _reuse(args: argparse.Namespace, kernel: perf_table.KernelTable, limit: int,
     plan = result.plan
     if args.json:
         out = {**_plan_json(kernel.name, plan), "status": result.status.value, "message": result.message,
-               "batch": batch, "policy": policy.value, "workspace_limit_bytes": limit}
+               "batch": batch, "policy": policy.value, "workspace_limit_bytes": workspace_limit_bytes}
         print(json.dumps(out, indent=2))
     else:
-        print(_heading(kernel.name, batch, policy, limit))
+        print(_heading(kernel.name, batch, policy, workspace_limit_bytes))
         print(f"  time {plan.time_ms:.6g} ms, workspace {format_size(plan.workspace_bytes)}, "
               f"{'deterministic' if plan.deterministic else 'non-deterministic'}")
         print(f"  micro-batches (count x size algorithm): {_plan_text(kernel.name, plan)}")

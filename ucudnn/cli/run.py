@@ -121,18 +121,21 @@ def _option_error(dest: str, name: str, text: str, message: str) -> str:
     return f"{message} (the option sets {name})"
 
 
+def _fail(message: str, status: int = 2) -> int:
+    print(f"ucudnn run: {message}", file=sys.stderr)
+    return status
+
+
 def run(args: argparse.Namespace) -> int:
     command: list[str] = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        print("ucudnn run: no command given (usage: ucudnn run [options] -- CMD ...)", file=sys.stderr)
-        return 2
+        return _fail("no command given (usage: ucudnn run [options] -- CMD ...)")
     try:
         env = build_environment(args, os.environ, _paths.PRELOAD)
     except config.ConfigError as exc:
-        print(f"ucudnn run: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     # What the command inherits obeys the rule the preload library and the planner apply, checked before it starts.
     bad, unknown = config.check_environment(env)
     for message in bad:
@@ -147,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _paths.require(_paths.PRELOAD)
     except _paths.NotBuiltError as exc:
-        print(f"ucudnn run: {str(exc).removeprefix('ucudnn: ')}", file=sys.stderr)
-        return 2
+        return _fail(str(exc).removeprefix("ucudnn: "))
     try:
         for dest, name in _OPTION_VARS:
             if dest in _PATH_OPTIONS and getattr(args, dest, None) is not None and not blank(env[name]):
@@ -156,11 +158,9 @@ def run(args: argparse.Namespace) -> int:
         refuse_foreign(config.database_path(env))  # the program's planner would plan in memory only
         _drop_stale_stats(env)
     except NotACache as exc:
-        print(f"ucudnn run: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     except OSError as exc:
-        print(f"ucudnn run: cannot prepare {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return _fail(f"cannot prepare {exc.filename or 'a file'}: {exc.strerror or exc}")
     sys.stdout.flush()
     sys.stderr.flush()
     return _exec(command, env)
@@ -170,12 +170,9 @@ def _exec(command: Sequence[str], env: Mapping[str, str]) -> int:
     try:
         os.execvpe(command[0], list(command), dict(env))
     except FileNotFoundError:
-        print(f"ucudnn run: {command[0]}: command not found", file=sys.stderr)
-        return 127
+        return _fail(f"{command[0]}: command not found", 127)
     except PermissionError as exc:
-        print(f"ucudnn run: {command[0]}: {exc.strerror}", file=sys.stderr)
-        return 126
+        return _fail(f"{command[0]}: {exc.strerror}", 126)
     except OSError as exc:
-        print(f"ucudnn run: cannot run {command[0]}: {exc}", file=sys.stderr)
-        return 126
+        return _fail(f"cannot run {command[0]}: {exc}", 126)
     raise AssertionError("unreachable: execvpe returned")  # pragma: no cover
