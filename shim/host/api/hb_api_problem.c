@@ -11,25 +11,22 @@ static void fix_unit_strides(int64_t *extent, int64_t **stride, int count, int64
         if (extent[i] == 1 && *stride[i] <= 0) *stride[i] = fallback;
 }
 
+/* The 3 spatial entries of a 4-D or 5-D dims (or strides) array: a 4-D one gets depth 1 in front. */
+static void spatial_of(int nb, const int *v, int64_t sp[HB_SP]) {
+    sp[0] = 1;
+    for (int i = 0; i < nb - 2 && i < HB_SP; i++) sp[HB_SP - (nb - 2) + i] = v[2 + i];
+}
+
 void hb_tensor_of(const struct cudnnTensorStruct *d, hb_tensor *t) {
     t->n = d->dim[0];
     t->c = d->dim[1];
     t->stride_n = d->stride[0];
     t->stride_c = d->stride[1];
-    if (d->nb == 4) {
-        t->sp[0] = 1;
-        t->sp[1] = d->dim[2];
-        t->sp[2] = d->dim[3];
-        t->stride_sp[1] = d->stride[2];
-        t->stride_sp[2] = d->stride[3];
-        /* What a packed 5-D tensor of the same layout would have: keeps layout tests in kernels simple. */
-        t->stride_sp[0] = t->stride_sp[1] * t->sp[1];
-    } else {
-        for (int i = 0; i < HB_SP; i++) {
-            t->sp[i] = d->dim[2 + i];
-            t->stride_sp[i] = d->stride[2 + i];
-        }
-    }
+    spatial_of(d->nb, d->dim, t->sp);
+    spatial_of(d->nb, d->stride, t->stride_sp);
+    /* A 4-D tensor's depth stride: what a packed 5-D tensor of the same layout would have (keeps layout tests in
+     * kernels simple). */
+    if (d->nb == 4) t->stride_sp[0] = t->stride_sp[1] * t->sp[1];
     int64_t ext[5] = {t->n, t->c, t->sp[0], t->sp[1], t->sp[2]};
     int64_t *str[5] = {&t->stride_n, &t->stride_c, &t->stride_sp[0], &t->stride_sp[1], &t->stride_sp[2]};
     fix_unit_strides(ext, str, 5, hb_tensor_span(d));
@@ -38,13 +35,7 @@ void hb_tensor_of(const struct cudnnTensorStruct *d, hb_tensor *t) {
 static void fill_filter(const struct cudnnFilterStruct *d, hb_filter *f) {
     f->k = d->dim[0];
     f->c = d->dim[1];
-    if (d->nb == 4) {
-        f->sp[0] = 1;
-        f->sp[1] = d->dim[2];
-        f->sp[2] = d->dim[3];
-    } else {
-        for (int i = 0; i < HB_SP; i++) f->sp[i] = d->dim[2 + i];
-    }
+    spatial_of(d->nb, d->dim, f->sp);
     int64_t taps = f->sp[0] * f->sp[1] * f->sp[2];
     if (d->format == CUDNN_TENSOR_NHWC) { /* K, D, H, W, C packed */
         f->stride_c = 1;

@@ -10,9 +10,7 @@ static size_t workspace(const hb_problem *p) { return hb_wino_problem_workspace(
 static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, void *dx, double alpha, double beta,
                          void *ws, size_t ws_bytes) {
     (void)ws_bytes;
-    hb_wino wp = hb_wino_of(p, 1);
-    HB_DISPATCH(p->dtype, hb_wino_run, &wp, dy, w, dx, alpha, beta, ws);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_wino_problem_run(p, 1, dy, w, dx, alpha, beta, ws);
 }
 
 const hb_algo hb_bwd_data_winograd_nonfused = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED",

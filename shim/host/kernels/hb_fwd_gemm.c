@@ -13,46 +13,14 @@
 #ifndef HB_T
 #include "hb_kern.h"
 
-typedef struct {
-    int order, mode; /* mode: HB_Y_* */
-    hb_gemm_call call;
-    size_t col_bytes, wconv, stage, total; /* wconv, stage: byte offsets of the float filter copy and the tile */
-} plan;
+typedef hb_gemm_y_plan plan;
 
-static int make_plan(const hb_problem *p, plan *pl) {
-    hb_geom G;
-    hb_geom_init(&G, p);
-    const size_t es = hb_elem_size(p);
-    const int half = hb_is_16bit(p->dtype);
-    pl->order = hb_filter_order(p);
-    if (pl->order == HB_ORDER_NONE) return 0;
-    /* The filter in place, or for 16-bit data its group's packed float copy. */
-    hb_mview a = half ? (hb_mview){G.kg, G.crs, G.crs, 1} : (hb_mview){G.kg, G.crs, p->w.stride_k, 1};
-    pl->mode = hb_gemm_plan_y(p, &G, a, 1, half, &pl->call);
-    if (pl->mode < 0) return 0;
-    pl->col_bytes = hb_align(hb_bytes(G.crs * G.n * G.pout, es));
-    pl->wconv = pl->stage = pl->total = pl->col_bytes;
-    if (half) pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
-    if (pl->mode == HB_Y_STAGED) pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
-    return pl->total != SIZE_MAX;
-}
+static int make_plan(const hb_problem *p, plan *pl) { return hb_gemm_y_plan_make(p, 1, pl); }
 
 #define HB_TMPL_FILE "hb_fwd_gemm.c"
 #include "hb_kern_tmpl.h"
 
-static size_t workspace(const hb_problem *p) {
-    plan pl;
-    return make_plan(p, &pl) ? pl.total : SIZE_MAX;
-}
-
-static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void *y, double alpha, double beta,
-                         void *ws, size_t ws_bytes) {
-    (void)ws_bytes;
-    plan pl;
-    if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;
-    HB_DISPATCH(p->dtype, fwd_gemm, p, &pl, x, w, y, alpha, beta, ws);
-    return CUDNN_STATUS_SUCCESS;
-}
+HB_PLANNED_ALGO(fwd_gemm)
 
 const hb_algo hb_fwd_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "GEMM", 1, 20.0, workspace, run};
 

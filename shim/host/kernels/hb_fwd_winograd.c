@@ -9,9 +9,7 @@ static size_t workspace(const hb_problem *p) { return hb_wino_problem_workspace(
 static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void *y, double alpha, double beta,
                          void *ws, size_t ws_bytes) {
     (void)ws_bytes;
-    hb_wino wp = hb_wino_of(p, 0);
-    HB_DISPATCH(p->dtype, hb_wino_run, &wp, x, w, y, alpha, beta, ws);
-    return CUDNN_STATUS_SUCCESS;
+    return hb_wino_problem_run(p, 0, x, w, y, alpha, beta, ws);
 }
 
 const hb_algo hb_fwd_winograd_nonfused = {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED", 1, 25.0,

@@ -130,8 +130,14 @@ static int plan_with_y(hb_mview a, hb_mview col, hb_mview y, int y_is_output, hb
     return y_is_output ? hb_gemm_plan(a, col, y, call) : hb_gemm_plan(a, y, col, call);
 }
 
-int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, hb_mview a, int y_is_output, int staged_only,
-                   hb_gemm_call *call) {
+int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, int y_is_output, int *order, hb_gemm_call *call) {
+    *order = hb_filter_order(p);
+    if (*order == HB_ORDER_NONE) return -1;
+    /* The filter operand: in place (transposed as the right operand for backward data), or for 16-bit data its
+     * group's packed float copy; 16-bit data always goes through the staged y. */
+    const int staged_only = hb_is_16bit(p->dtype);
+    const int64_t ld = staged_only ? G->crs : p->w.stride_k;
+    const hb_mview a = y_is_output ? (hb_mview){G->kg, G->crs, ld, 1} : (hb_mview){G->crs, G->kg, 1, ld};
     const int64_t ncol = G->n * G->pout;
     const hb_mview col_sample = {G->crs, G->pout, ncol, 1};
     if (!staged_only) {
@@ -143,6 +149,25 @@ int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, hb_mview a, int y_is_o
     }
     hb_mview stage = {G->kg, G->pout, G->pout, 1};
     return plan_with_y(a, col_sample, stage, y_is_output, call) ? HB_Y_STAGED : -1;
+}
+
+int hb_gemm_y_plan_make(const hb_problem *p, int y_is_output, hb_gemm_y_plan *pl) {
+    hb_geom G;
+    hb_geom_init(&G, p);
+    const size_t es = hb_elem_size(p);
+    const int half = hb_is_16bit(p->dtype);
+    pl->mode = hb_gemm_plan_y(p, &G, y_is_output, &pl->order, &pl->call);
+    if (pl->mode < 0) return 0;
+    pl->col_bytes = hb_align(hb_bytes(G.crs * G.n * G.pout, es));
+    pl->wconv = pl->stage = pl->dxf = pl->total = pl->col_bytes;
+    if (half) pl->stage = hb_add_bytes(pl->wconv, hb_align(hb_bytes(G.kg * G.crs, es)));
+    if (half && !y_is_output) {
+        pl->dxf = hb_add_bytes(pl->stage, hb_align(hb_bytes(G.kg * G.pout, es)));
+        pl->total = hb_add_bytes(pl->dxf, hb_bytes(G.n * G.cg * G.pin, es));
+    } else if (pl->mode == HB_Y_STAGED) {
+        pl->total = hb_add_bytes(pl->stage, hb_bytes(G.kg * G.pout, es));
+    }
+    return pl->total != SIZE_MAX;
 }
 
 size_t hb_bytes(int64_t elems, size_t elem_size) {

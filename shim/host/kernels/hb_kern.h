@@ -79,6 +79,42 @@ static inline int64_t hb_filter_tap_offset(const hb_problem *p, int64_t tap) {
  * HB_ORDER_NONE: neither (the GEMM algorithms then report the problem as unsupported).
  */
 enum { HB_ORDER_NONE = -1, HB_ORDER_CT = 0, HB_ORDER_TC = 1 };
+
+/*
+ * The workspace and run entries of an algorithm whose kernel `kernel` (a template: kernel_f, _d, _h, _b) works
+ * from a `plan` that the file's make_plan(p, &plan) fills, its workspace in plan.total: the workspace is what the
+ * plan needs, and run makes the plan again and dispatches on the data type.
+ */
+#define HB_PLANNED_ALGO(kernel)                                                                                    \
+    static size_t workspace(const hb_problem *p) {                                                                 \
+        plan pl;                                                                                                   \
+        return make_plan(p, &pl) ? pl.total : SIZE_MAX;                                                            \
+    }                                                                                                              \
+    static cudnnStatus_t run(const hb_problem *p, const void *in0, const void *in1, void *out, double alpha,     \
+                             double beta, void *ws, size_t ws_bytes) {                                            \
+        (void)ws_bytes;                                                                                            \
+        plan pl;                                                                                                   \
+        if (!make_plan(p, &pl)) return CUDNN_STATUS_INTERNAL_ERROR;                                                \
+        HB_DISPATCH(p->dtype, kernel, p, &pl, in0, in1, out, alpha, beta, ws);                                     \
+        return CUDNN_STATUS_SUCCESS;                                                                               \
+    }
+
+/*
+ * One row of an im2col matrix: channel cc's filter tap `tap` (flattened over the 3 spatial dims), its row in
+ * `order`, the input offset of the tap in each spatial dim, and the output positions [qa, qb) along the last dim
+ * whose input lies inside the tensor (im2col and col2im walk the same rows).
+ */
+typedef struct {
+    int64_t row, off[3], qa, qb;
+} hb_col_row;
+
+static inline void hb_col_row_of(const hb_problem *p, const hb_geom *G, int64_t cc, int64_t tap, int order,
+                                 hb_col_row *R) {
+    const int64_t at[3] = {tap / (G->f[2] * G->f[1]), (tap / G->f[2]) % G->f[1], tap % G->f[2]};
+    R->row = order == HB_ORDER_TC ? tap * G->cg + cc : cc * G->taps + tap;
+    for (int d = 0; d < 3; d++) R->off[d] = hb_tap(p, d, at[d]) * p->dilation[d] - p->pad[d];
+    hb_out_range(G->out[2], p->stride[2], R->off[2], 0, G->in[2], &R->qa, &R->qb);
+}
 int hb_filter_order(const hb_problem *p);
 
 /* Whether positions over dims ext[0..nd) of strides str[] flatten to one stride; sets *s to it. */
@@ -109,14 +145,27 @@ void hb_gemm_run_d(const hb_gemm_call *call, double alpha, const double *a, cons
  * concerned: y's [K/groups x P*Q] block of a sample sits beside the column matrix [C/groups * taps x N * P*Q]
  * (leading dimension N * P*Q). HB_Y_FUSED: the whole batch in one call, when y's (n, positions) share one
  * stride (NHWC); HB_Y_PER_SAMPLE: one call a sample, when its positions do (NCHW); HB_Y_STAGED: one call a
- * sample through a packed [K/groups x P*Q] copy of y, for strides BLAS cannot address, and always when
- * staged_only (16-bit data, whose y goes through a float copy). `a` is the filter operand; y is the product
- * when y_is_output, else the right operand with the column matrix the product. Returns the mode, -1 if BLAS
- * cannot take even the staged views.
+ * sample through a packed [K/groups x P*Q] copy of y, for strides BLAS cannot address, and always for 16-bit
+ * data (whose y goes through a float copy, and whose filter through its group's packed float copy). The filter
+ * is the left operand, in its memory order (*order: HB_ORDER_CT or HB_ORDER_TC, the column matrix's row order);
+ * y is the product when y_is_output, else the right operand with the column matrix the product. Returns the
+ * mode, -1 if the filter's order or BLAS cannot take even the staged views.
  */
 enum { HB_Y_FUSED, HB_Y_PER_SAMPLE, HB_Y_STAGED };
-int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, hb_mview a, int y_is_output, int staged_only,
-                   hb_gemm_call *call);
+int hb_gemm_plan_y(const hb_problem *p, const hb_geom *G, int y_is_output, int *order, hb_gemm_call *call);
+
+/*
+ * The plan of the forward (y_is_output) and backward-data GEMM algorithms: the GEMM on y's side and the byte
+ * offsets of what the workspace holds: the column matrix [0, col_bytes), for 16-bit data the group's float filter
+ * copy at wconv, the float staging tile at stage (16-bit data or HB_Y_STAGED), and for 16-bit backward data the
+ * float dx at dxf; total is the workspace (SIZE_MAX: too large). Returns 0 where the algorithm cannot run.
+ */
+typedef struct {
+    int order, mode; /* mode: HB_Y_* */
+    hb_gemm_call call;
+    size_t col_bytes, wconv, stage, dxf, total;
+} hb_gemm_y_plan;
+int hb_gemm_y_plan_make(const hb_problem *p, int y_is_output, hb_gemm_y_plan *pl);
 
 /* Byte size helpers that saturate instead of overflowing (an impossible size becomes SIZE_MAX). */
 size_t hb_bytes(int64_t elems, size_t elem_size);
@@ -196,6 +245,9 @@ hb_wino hb_wino_of(const hb_problem *p, int backward_data);
 size_t hb_wino_workspace(const hb_wino *wp, size_t elem_size);
 /* Its workspace for problem p, SIZE_MAX when the shape is not one Winograd handles. */
 size_t hb_wino_problem_workspace(const hb_problem *p, int backward_data);
+/* Run it: data is x (forward) or dy (backward data), out y or dx. */
+cudnnStatus_t hb_wino_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
+                                  void *out, double alpha, double beta, void *ws);
 void hb_wino_run_f(const hb_wino *wp, const float *x, const float *w, float *y, double alpha, double beta,
                    void *ws);
 void hb_wino_run_d(const hb_wino *wp, const double *x, const double *w, double *y, double alpha, double beta,

@@ -19,13 +19,9 @@ void HB_F(hb_im2col)(const hb_problem *p, const HB_S *x, int64_t g, int64_t n0, 
     for (int64_t cc = 0; cc < G.cg; cc++) {
         const HB_S *xc = x + (g * G.cg + cc) * p->x.stride_c;
         for (int64_t tap = 0; tap < G.taps; tap++) {
-            int64_t s = tap % G.f[2], r = (tap / G.f[2]) % G.f[1], t = tap / (G.f[2] * G.f[1]);
-            int64_t row = order == HB_ORDER_TC ? tap * G.cg + cc : cc * G.taps + tap;
-            int64_t off0 = hb_tap(p, 0, t) * p->dilation[0] - p->pad[0];
-            int64_t off1 = hb_tap(p, 1, r) * p->dilation[1] - p->pad[1];
-            int64_t off2 = hb_tap(p, 2, s) * p->dilation[2] - p->pad[2];
-            int64_t qa, qb;
-            hb_out_range(o2, p->stride[2], off2, 0, G.in[2], &qa, &qb);
+            hb_col_row R;
+            hb_col_row_of(p, &G, cc, tap, order, &R);
+            const int64_t row = R.row, off0 = R.off[0], off1 = R.off[1], off2 = R.off[2], qa = R.qa, qb = R.qb;
             const int64_t xs2 = p->x.stride_sp[2], st2 = p->stride[2];
             for (int64_t nn = 0; nn < nb; nn++) {
                 const HB_S *xn = xc + (n0 + nn) * p->x.stride_n;
@@ -61,13 +57,9 @@ void HB_F(hb_col2im)(const hb_problem *p, const HB_T *col, int64_t g, int64_t n0
     for (int64_t cc = 0; cc < G.cg; cc++) {
         HB_T *xc = dx + (g * G.cg + cc) * p->x.stride_c;
         for (int64_t tap = 0; tap < G.taps; tap++) {
-            int64_t s = tap % G.f[2], r = (tap / G.f[2]) % G.f[1], t = tap / (G.f[2] * G.f[1]);
-            int64_t row = order == HB_ORDER_TC ? tap * G.cg + cc : cc * G.taps + tap;
-            int64_t off0 = hb_tap(p, 0, t) * p->dilation[0] - p->pad[0];
-            int64_t off1 = hb_tap(p, 1, r) * p->dilation[1] - p->pad[1];
-            int64_t off2 = hb_tap(p, 2, s) * p->dilation[2] - p->pad[2];
-            int64_t qa, qb;
-            hb_out_range(o2, p->stride[2], off2, 0, G.in[2], &qa, &qb);
+            hb_col_row R;
+            hb_col_row_of(p, &G, cc, tap, order, &R);
+            const int64_t row = R.row, off0 = R.off[0], off1 = R.off[1], off2 = R.off[2], qa = R.qa, qb = R.qb;
             const int64_t xs2 = p->x.stride_sp[2], step = p->stride[2] * xs2;
             for (int64_t nn = 0; nn < nb; nn++) {
                 HB_T *xn = xc + (n0 + nn) * p->x.stride_n;

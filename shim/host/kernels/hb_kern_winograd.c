@@ -57,6 +57,13 @@ size_t hb_wino_problem_workspace(const hb_problem *p, int backward_data) {
 #define HB_TMPL_FILE "hb_kern_winograd.c"
 #include "hb_kern_tmpl.h"
 
+cudnnStatus_t hb_wino_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
+                                  void *out, double alpha, double beta, void *ws) {
+    hb_wino wp = hb_wino_of(p, backward_data);
+    HB_DISPATCH(p->dtype, hb_wino_run, &wp, data, filter, out, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
 #else
 
 /* U = G g G^T per (out, in) channel pair of group g. */
