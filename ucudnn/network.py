@@ -18,7 +18,7 @@ callback sends every request through :class:`Network` instead of planning the ke
   :meth:`Planner.plan` under ``min(request limit, share)``. The best plan under the share *is* the division's
   choice (a Pareto front's point is the best plan under its own workspace), so the shim runs the ILP's answer;
   a caller that offers less workspace than its share gets the best plan under what it offers, as in Workspace
-  Reuse. The shim asks with the whole budget as the limit (``uc_cfg_planning_limit``), caps execution at the
+  Reuse. The shim asks with the whole budget as the limit (``uc_planning_limit``), caps execution at the
   caller's workspace, and caches what it gets under that limit as usual.
 * **The budget holds.** Every plan in force is at most its kernel's share and the shares sum to at most the
   budget. A plan another thread was making while the plans were cleared is used for its call but not cached

@@ -27,7 +27,7 @@
  *
  * The frontend applies benchmark_limit after dropping what does not fit: a variant that fits takes one of the
  * timed places, so where benchmark_limit or more configurations fit, the last of them is not timed. One variant per
- * list bounds that to one place, the heuristics' lowest-ranked one (README: the contract).
+ * list bounds that to one place, the heuristics' lowest-ranked one (docs/contract.md).
  */
 #include <stdlib.h>
 #include <string.h>
