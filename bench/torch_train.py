@@ -22,8 +22,12 @@ PyTorch's default graph-API path, where under memory pressure ucudnn's defaults 
 engines that do not fit among the heuristics results PyTorch reads (its counters: offers, split plans, micro-batch
 calls, plans the check replaced).
 
-Needs a CUDA GPU, torch and torchvision. Warm-up covers ucudnn's planning and its check of new plans on real
-executions (each kernel runs once per iteration, and a check takes 2 x (UCUDNN_VERIFY_SAMPLES + 1) executions).
+Needs a CUDA GPU, torch and torchvision. Warm-up covers ucudnn's planning; a ucudnn run then adds warm-up steps
+(forward and backward, the weights unchanged, at most ``--settle``) while its checks of new plans on real executions
+are running (a check takes 2 x (UCUDNN_VERIFY_SAMPLES + 1) executions of its kernel, one per step), so that both
+sides are timed in their steady state; the report says how many it added (+warm) and how many checks were still
+running when timing began (open). The script exits 1, naming why, when a configuration failed, when a ucudnn run
+saw no convolution on the path asked for, or when its losses left PyTorch alone's beyond rounding.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,8 @@ class Result:
     peak_mib: float = 0.0
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+    settle_iters: int = 0
+    checks_open: int = 0
     error: str | None = None
 
 
@@ -79,6 +85,12 @@ _COUNTERS = {
     "graph": ("graph_split_plans", "graph_micro_batches", "graph_rejected_by_measurement", "graph_offers"),
 }
 CONV3D = "conv3d"
+# Warm-up steps in a row without a check ending (or starting) after which settling stops: a check takes
+# 2 * (UCUDNN_VERIFY_SAMPLES + 1) executions of its kernel, one per step, and is read one step later.
+SETTLE_PATIENCE = 12
+# How far a ucudnn run's losses may drift from PyTorch alone's: algorithms round differently (TF32 included), and
+# training diverges only by rounding.
+LOSS_REL, LOSS_ABS = 2e-2, 2e-2
 CONV3D_CLASSES = 10
 
 
@@ -127,6 +139,36 @@ def configs(workspace: str | None, pressure: bool) -> list[Config]:
             Config(f"ucudnn@{workspace}", ("--workspace", workspace), baseline=f"cudnn@{workspace}"),
         ]
     return out
+
+
+def open_checks(stats: dict[str, Any]) -> int:
+    """Checks of new plans on real executions begun and not yet ended, legacy and graph paths together."""
+    legacy = int(stats.get("checks_started", 0)) - int(stats.get("verified", 0))
+    graph = int(stats.get("graph_checks_started", 0)) - int(stats.get("graph_verified", 0))
+    return max(0, legacy) + max(0, graph)
+
+
+def settle(step: Callable[[], None], still_open: Callable[[], int], most: int, patience: int) -> int:
+    """Run ``step`` while checks are open, at most ``most`` times, and stop early once ``patience`` steps in a row
+    changed nothing (a check whose plan the framework no longer runs never ends): the number of steps run."""
+    ran = calm = 0
+    last = still_open()
+    while last > 0 and ran < most and calm < patience:
+        step()
+        ran += 1
+        now = still_open()
+        calm = calm + 1 if now == last else 0
+        last = now
+    return ran
+
+
+def _shim_stats() -> Callable[[], dict[str, Any]] | None:
+    """The preload library's counters, where this process runs under it."""
+    try:
+        from ucudnn import bridge
+    except ImportError:
+        return None
+    return bridge.stats if bridge.shim_loaded() else None
 
 
 # ---- the worker: one training run in this process ----
@@ -180,7 +222,22 @@ def _worker(args: argparse.Namespace) -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     losses: list[torch.Tensor] = []
     events: list[tuple[Any, Any]] = []
+    shim = _shim_stats()
+    settled = 0
+
+    def unchanged_step() -> None:
+        # Forward and backward only: every convolution runs (the checks advance), the weights stay, so the losses
+        # that follow are those PyTorch alone gets at the same iteration.
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), target).backward()
+        torch.cuda.synchronize()  # the check's timings are read at the next execution once complete
+
+    open_at_timing = 0
     for i in range(args.warmup + args.iters):
+        if i == args.warmup and shim is not None:
+            torch.cuda.synchronize()
+            settled = settle(unchanged_step, lambda: open_checks(shim()), args.settle, SETTLE_PATIENCE)
+            open_at_timing = open_checks(shim())
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         losses.append(step(opt))
@@ -194,6 +251,8 @@ def _worker(args: argparse.Namespace) -> int:
         "losses": [float(v) for v in losses],
         "ballast_mib": (ballast.numel() if ballast is not None else 0) / _MIB,
         "peak_mib": torch.cuda.max_memory_allocated() / _MIB,
+        "settle_iters": settled,
+        "checks_open": open_at_timing,
     }
     Path(args.out).write_text(json.dumps(out))
     return 0
@@ -212,7 +271,7 @@ def _run_one(
     worker = [
         sys.executable, "-m", "ucudnn.bench.torch_train", "--worker", "--model", model, "--batch", str(batch),
         "--image", str(args.image), "--frames", str(args.frames), "--iters", str(args.iters), "--warmup",
-        str(args.warmup), "--out", str(out),
+        str(args.warmup), "--settle", str(args.settle), "--out", str(out),
     ]  # fmt: skip
     if not args.cudnn_benchmark:
         worker.append("--no-cudnn-benchmark")
@@ -241,6 +300,8 @@ def _run_one(
     res.losses = [float(v) for v in data["losses"]]
     res.ballast_mib = float(data["ballast_mib"])
     res.peak_mib = float(data["peak_mib"])
+    res.settle_iters = int(data.get("settle_iters", 0))
+    res.checks_open = int(data.get("checks_open", 0))
     if stats_file.exists():
         res.stats = json.loads(stats_file.read_text())
     return res
@@ -252,7 +313,8 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
         f"pressure: {headroom // _MIB} MiB left beyond the model's own needs",
         f"{'model':<10} {'N':>4} {'config':<18} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
         f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}"
-        + (f" {'offers':>6}" if api == "graph" else ""),
+        + (f" {'offers':>6}" if api == "graph" else "")
+        + f" {'+warm':>5} {'open':>4}",
     ]
     plans, mbatch, rejected, offers = _COUNTERS[api]
     by = {(r.model, r.batch, r.config): r for r in results}
@@ -274,15 +336,44 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             f"{r.model:<10} {r.batch:>4} {r.config:<18} {r.ms_per_iter:>9.2f} {vs:>16} {r.losses[0]:>11.5f} "
             f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get(plans, ''):>6} {s.get(mbatch, ''):>7} {s.get(rejected, ''):>8}"
             + (f" {s.get(offers, ''):>6}" if offers else "")
+            + (f" {'+' + str(r.settle_iters):>5} {r.checks_open:>4}" if s else f" {'':>5} {'':>4}")
         )
     lines.append(
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("
         + ("kernels planned" if api == "legacy" else "graph plans micro-batched")
         + ", micro-batch calls, plans the check on real executions replaced by the undivided call)"
-        + ("; offers: micro-batched variants offered in heuristics results." if api == "graph" else ".")
+        + ("; offers: micro-batched variants offered in heuristics results" if api == "graph" else "")
+        + ". +warm: warm-up steps (forward and backward, weights unchanged) a ucudnn run added until its checks of new "
+        "plans ended, so that both sides are timed in their steady state; open: checks still running when timing "
+        "began."
     )
     return "\n".join(lines)
+
+
+def failures(results: Sequence[Result], api: str) -> list[str]:
+    """What makes the run fail: a configuration that failed, a ucudnn run that did not see PyTorch's convolutions
+    on the path asked for, or whose losses left PyTorch alone's beyond rounding (LOSS_REL, LOSS_ABS)."""
+    out = []
+    by = {(r.model, r.batch, r.config): r for r in results}
+    seen = "calls" if api == "legacy" else "graph_conv_plans"
+    for r in results:
+        name = f"{r.model} N={r.batch} {r.config}"
+        if r.error:
+            out.append(f"{name}: {r.error}")
+            continue
+        if not r.stats:
+            continue  # PyTorch alone
+        if int(r.stats.get(seen, 0)) <= 0:
+            out.append(f"{name}: the shim saw no convolution on the {api} path ({seen} = {r.stats.get(seen, 0)})")
+        ref = by.get((r.model, r.batch, "torch"))
+        if ref is None or ref.error or len(ref.losses) != len(r.losses):
+            continue
+        for i, (a, b) in enumerate(zip(ref.losses, r.losses, strict=True)):
+            if abs(a - b) > LOSS_ABS + LOSS_REL * abs(a):
+                out.append(f"{name}: loss {b:.6g} at iteration {i}, PyTorch alone {a:.6g}")
+                break
+    return out
 
 
 def _parse_models(text: str) -> list[tuple[str, int]]:
@@ -310,10 +401,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--api", choices=("legacy", "graph"), default="legacy")
     p.add_argument("--workspace", metavar="L", help="also compare cuDNN alone and ucudnn under this per-kernel cap")
     p.add_argument("--no-pressure", action="store_true", help="skip the two runs under memory pressure")
+    p.add_argument("--configs", help="run only these configurations (comma-separated names, as the report shows)")
     p.add_argument("--headroom", type=_size, default=256 * _MIB, help="memory left under pressure (default 256MiB)")
     p.add_argument("--image", type=int, default=224, help="image (and clip frame) side (default 224)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--settle", type=int, default=40, metavar="K",
+                   help="under ucudnn, at most K more warm-up steps while checks of new plans run (default 40)")
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
     p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")
@@ -329,9 +423,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         args.headroom = args.headroom_bytes
         return _worker(args)
-    if args.warmup < 0 or args.iters < 1 or args.frames < 1:
-        p.error("--warmup must be >= 0, --iters and --frames >= 1")
+    if args.warmup < 0 or args.iters < 1 or args.frames < 1 or args.settle < 0:
+        p.error("--warmup and --settle must be >= 0, --iters and --frames >= 1")
     cfgs = configs(args.workspace, not args.no_pressure)
+    if args.configs:
+        wanted = [c.strip() for c in args.configs.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in {cfg.name for cfg in cfgs}]
+        if unknown or not wanted:
+            p.error(f"--configs: {', '.join(unknown) or 'none given'} is not one of {', '.join(c.name for c in cfgs)}")
+        cfgs = [c for c in cfgs if c.name in wanted]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="ucudnn-torch-") as tmp:
@@ -348,7 +448,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
         print(f"wrote {args.json}")
-    return 1 if any(r.error for r in results) else 0
+    bad = failures(results, args.api)
+    for line in bad:
+        print(f"FAILED: {line}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

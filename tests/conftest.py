@@ -44,9 +44,13 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """GPU tests are skipped, with the reason, where no GPU is usable, and run last where one is: each starts
+    processes of its own (seconds apiece), so a time-boxed run (the GPU acceptance gives `-m "gpu or realcudnn"`
+    three minutes) always gets through the quick tests first."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or gpu_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs a GPU and {GPU_INSTALL}"))
+    items.sort(key=lambda item: "gpu" in item.keywords)  # stable: each group keeps its order

@@ -89,6 +89,7 @@ char *uc_stats_text(void)
     FIELD(limit_bound_calls);
     FIELD(max_offered_workspace);
     FIELD(checks_started);
+    FIELD(graph_checks_started);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);
 #undef FIELD
@@ -225,10 +226,18 @@ static void say_summary(void)
                             "call", offered);
         }
     }
-    if (gplans)
+    if (gplans) {
         SUMMARY_ADD("; graph API: %llu convolution plan(s), %llu micro-batched, %llu execute(s)", gplans,
                     (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
                     (unsigned long long)atomic_load(&uc_stat.graph_executes));
+        unsigned long long gstarted = atomic_load(&uc_stat.graph_checks_started),
+                           gended = atomic_load(&uc_stat.graph_verified),
+                           greplaced = atomic_load(&uc_stat.graph_rejected_by_measurement);
+        if (gstarted)
+            SUMMARY_ADD(", %llu checked (%llu replaced by the undivided engine)", gended, greplaced);
+        if (gstarted > gended)
+            SUMMARY_ADD(", %llu still being checked at exit", gstarted - gended);
+    }
     uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
 }
 #undef SUMMARY_ADD

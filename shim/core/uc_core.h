@@ -51,8 +51,9 @@ typedef struct {
          * largest workspace offered; algorithm lists made under an explicit limit, and those it shaped */
         verify_divided_calls, caller_bound_calls, limit_bound_calls, max_offered_workspace, limit_lists,
         limit_bound_lists,
-        /* checks of new plans begun (those not counted in `verified` by the end never finished) */
-        checks_started;
+        /* checks of new plans begun (those not counted in `verified` by the end never finished), on the legacy
+         * path and on the graph path (against graph_verified) */
+        checks_started, graph_checks_started;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

@@ -317,12 +317,13 @@ int64_t uc_gsplit_workspace(uc_ggraph *g);
 void uc_gsplit_free(uc_ggraph *g);
 /* Run the plan as the shim decided: 1 and *status when it did, 0 when the caller's call should run unchanged. */
 int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status);
+/* Executions a divided plan (taken over under a limit, or an offered variant) runs divided before its check
+ * starts: a framework that times plans itself (PyTorch's benchmark mode: one warm-up, one timed run) then times
+ * the divided plan, not the check's alternation with the undivided engine. */
+#define UC_CHECK_UNTIMED 2
 
 /* ---- micro-batched variants offered in heuristics results under the default limit (uc_graph_offer.c) ---- */
 
-/* Executions a variant runs as offered before its check starts: a framework timing plans itself (PyTorch's
- * benchmark mode: one warm-up, one timed run) then times the variant, not the check. */
-#define UC_OFFER_UNTIMED 2
 /* The heuristics results query (ENGINEHEUR_RESULTS), through the real library: the count query answers one more
  * where a variant is offered, the fill that follows fills it; *variant_at is then its index (-1: none) and
  * variant_mark its UC_GLINK_VARIANT values. */

@@ -10,9 +10,10 @@
  * tensor's uid missing or its pointer NULL, and a NULL workspace where one is needed. (A descriptor of another
  * kind passed as the pack crashes cuDNN 9.19; the shim answers BAD_PARAM.)
  *
- * The check of a divided plan against the undivided choice (uc_trial) times the two on the first executions. A
- * caller whose engine is nondeterministic accepts either result, so those executions alternate. A deterministic
- * one always gets the plan's result during the check: on the undivided choice's turns that choice runs first, on
+ * The check of a divided plan against the undivided choice (uc_trial) times the two on the executions after its
+ * first UC_CHECK_UNTIMED (which run it divided, for a framework that times plans itself). A caller whose engine
+ * is nondeterministic accepts either result, so those executions alternate. A deterministic one always gets the
+ * plan's result during the check: on the undivided choice's turns that choice runs first, on
  * the caller's own data, timed, and the plan then overwrites what it wrote -- no scratch memory (which under
  * memory pressure would not be there, leaving the rival untimed and the plan kept unchecked) and no host
  * synchronisation. That takes a graph whose second run gives what one run gives: convolutions with beta 0 and no
@@ -114,7 +115,7 @@ typedef struct {
 static int choose(uc_ggraph *g, int *use_alt, verdict *v)
 {
     int slot = -1;
-    if (g->trial_on && g->untimed > 0) { /* an offered variant runs as offered first (UC_OFFER_UNTIMED) */
+    if (g->trial_on && g->untimed > 0) { /* a divided plan runs as divided first (UC_CHECK_UNTIMED) */
         g->untimed--;
         *use_alt = 0;
         return -1;
@@ -122,6 +123,8 @@ static int choose(uc_ggraph *g, int *use_alt, verdict *v)
     if (g->trial_on) {
         int side_b = 0;
         slot = uc_trial_begin(&g->trial, &side_b);
+        if (slot == 0) /* a check starts at its plan's first timed execution (plans never run are not counted) */
+            UC_COUNT(graph_checks_started, 1);
         double main_ms, alt_ms;
         int samples, kept;
         if (slot < 0 && uc_trial_verdict(&g->trial, &main_ms, &alt_ms, &samples, &kept)) {

@@ -21,7 +21,7 @@
  * search (engines ranked below one that fits are not worth splitting). Nothing fits: it answers the real
  * workspace, and the framework passes over it as over the original. So benchmark=False tries the original (out of
  * memory), then the variant (fits): the fast engine, micro-batched. benchmark=True drops the original and times
- * the variant among the configurations that fit. The variant's first UC_OFFER_UNTIMED executions run it as
+ * the variant among the configurations that fit. The variant's first UC_CHECK_UNTIMED executions run it as
  * offered, so the framework's timing sees it; then its check against the undivided engine starts, as on the legacy
  * path, and the faster stays.
  *

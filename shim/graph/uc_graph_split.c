@@ -13,7 +13,8 @@
  * The workspace query then answers the largest workspace of the plans built, and only once every one of them
  * is finalized and fits; otherwise the real value stands and the caller's plan runs. Execute runs the parts in
  * sequence in the caller's workspace with pointers advanced along N. A divided plan and its undivided choice are
- * timed against each other on the first executions (uc_trial, the legacy path's rule) and the faster stays.
+ * timed against each other on the first executions after UC_CHECK_UNTIMED divided ones (uc_trial, the legacy
+ * path's rule) and the faster stays.
  * Under the default (`auto`: the framework's own limit) plans run as the framework built them, except the
  * micro-batched variants the shim offered in the heuristics results (uc_graph_offer.c), decided under what the
  * framework could allocate when they were offered.
@@ -171,7 +172,10 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->limit = limit;
         g->policy = policy;
         g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
-        g->untimed = g->trial_on && g->offer_limit ? UC_OFFER_UNTIMED : 0;
+        /* A framework that times the plans it may run (PyTorch's benchmark=True) times this one as divided: the
+         * check's alternation starts after its first UC_CHECK_UNTIMED executions. */
+        g->untimed = g->trial_on ? UC_CHECK_UNTIMED : 0;
+        int checking = g->trial_on && !g->is_cfg;
         g->deciding = 0;
         pthread_mutex_unlock(&g->lock);
         if (main.nparts > 1 && !g->is_cfg) /* plans, not the configurations whose workspace was asked */
@@ -180,7 +184,7 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", engine %" PRId64 ", %" PRId64 " bytes): %s plan of "
                    "%d part(s), first %" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n,
                    g->engine, full, source, main.nparts, main.size[0], main.engine[0], g->workspace,
-                   g->trial_on ? "; checked against the undivided choice on the first executions" : "");
+                   checking ? "; checked against the undivided choice after two executions" : "");
         else if (full >= 0)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built", g->plan, g->n,
                    full);

@@ -65,9 +65,9 @@ def test_graph_report_shows_the_graph_counters() -> None:
         tt.Result("conv3d", 16, "ucudnn+pressure", ms_per_iter=45.0, losses=[2.3, 2.2], stats=stats),
     ]
     lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
-    assert lines[1].split()[-1] == "offers" and "graph-API" in lines[0]
+    assert lines[1].split()[-3] == "offers" and "graph-API" in lines[0]
     row = next(line for line in lines if "ucudnn+pressure" in line)
-    assert row.split()[-4:] == ["7", "123", "2", "9"] and "2.000x" in row
+    assert row.split()[-6:] == ["7", "123", "2", "9", "+0", "0"] and "2.000x" in row
     legacy = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
     assert "offers" not in legacy[1]
 
@@ -80,3 +80,66 @@ def test_conv3d_model_runs_a_cpu_forward_where_torch_is_installed() -> None:
     assert tuple(out.shape) == (2, classes)
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv3d)]
     assert len(convs) == 4 and all(m.kernel_size == (3, 3, 3) for m in convs)
+
+
+def test_open_checks_counts_both_paths() -> None:
+    assert tt.open_checks({}) == 0
+    assert tt.open_checks({"checks_started": 6, "verified": 4, "graph_checks_started": 3, "graph_verified": 3}) == 2
+    assert tt.open_checks({"graph_checks_started": 2, "graph_verified": 0}) == 2
+
+
+def test_settle_runs_until_the_checks_end_or_stall() -> None:
+    state = {"open": 2, "steps": 0}
+    ends_at = {5: 1, 9: 0}  # one check ends after 5 steps, the other after 9
+
+    def step() -> None:
+        state["steps"] += 1
+        state["open"] = ends_at.get(state["steps"], state["open"])
+
+    assert tt.settle(step, lambda: state["open"], most=40, patience=12) == 9 and state["open"] == 0
+    state.update(open=1, steps=0)
+    ends_at.clear()  # a check whose plan no longer runs never ends: settling gives up after `patience` calm steps
+    assert tt.settle(step, lambda: state["open"], most=40, patience=12) == 12
+    state.update(open=1, steps=0)
+    assert tt.settle(step, lambda: state["open"], most=3, patience=12) == 3
+    state.update(open=0, steps=0)
+    assert tt.settle(step, lambda: state["open"], most=40, patience=12) == 0 and state["steps"] == 0
+
+
+def test_failures_name_what_broke_the_run() -> None:
+    ok = {"calls": 10, "graph_conv_plans": 5}
+    results = [
+        tt.Result("resnet18", 32, "torch", ms_per_iter=5.0, losses=[7.0, 6.5, 6.0]),
+        tt.Result("resnet18", 32, "ucudnn", ms_per_iter=5.0, losses=[7.0, 6.51, 6.01], stats=ok),
+        tt.Result("resnet18", 32, "torch+pressure", ms_per_iter=5.0, losses=[7.0, 6.5, 6.0]),
+        tt.Result("resnet18", 32, "ucudnn+pressure", ms_per_iter=5.0, losses=[7.0, 6.5, 6.9], stats=ok),
+    ]
+    assert tt.failures(results[:2], "legacy") == []
+    bad = tt.failures(results, "legacy")
+    assert bad == ["resnet18 N=32 ucudnn+pressure: loss 6.9 at iteration 2, PyTorch alone 6"]
+    unseen = [results[0], tt.Result("resnet18", 32, "ucudnn", ms_per_iter=5.0, losses=[7.0, 6.5, 6.0],
+                                    stats={"calls": 0, "graph_conv_plans": 3})]  # fmt: skip
+    assert tt.failures(unseen, "graph") == []
+    assert "saw no convolution on the legacy path (calls = 0)" in tt.failures(unseen, "legacy")[0]
+    failed = [results[0], tt.Result("resnet18", 32, "ucudnn", error="exit 1: boom")]
+    assert tt.failures(failed, "legacy") == ["resnet18 N=32 ucudnn: exit 1: boom"]
+
+
+def test_configs_option_names_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        tt.main(["--configs", "torch,ucudnn@8MiB", "--models", "resnet18:2"])
+    err = capsys.readouterr().err
+    assert "--configs: ucudnn@8MiB is not one of torch, ucudnn, torch+pressure, ucudnn+pressure" in err
+
+
+def test_report_shows_settling() -> None:
+    cfgs = tt.configs(None, pressure=False)
+    results = [
+        tt.Result("resnet18", 256, "torch", ms_per_iter=60.0, losses=[7.0, 6.5]),
+        tt.Result("resnet18", 256, "ucudnn", ms_per_iter=50.0, losses=[7.0, 6.4], stats={"planned": 3},
+                  settle_iters=9, checks_open=1),
+    ]  # fmt: skip
+    lines = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
+    assert lines[1].split()[-2:] == ["+warm", "open"]
+    assert next(line for line in lines if " ucudnn " in line).split()[-2:] == ["+9", "1"]
+    assert next(line for line in lines if " torch " in line).split()[-1] == "6.50000"

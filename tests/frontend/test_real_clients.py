@@ -163,3 +163,33 @@ def test_preload_micro_batches_a_real_client_under_a_limit(
         assert alone.report["workspace"] > LIMIT_BYTES, alone.report
     if op != "wgrad":
         assert stats["graph_split_plans"] > 0 and stats["graph_micro_batches"] > 0, stats
+
+
+@pytest.mark.parametrize("benchmark", [0, 1])
+def test_divided_plans_are_timed_divided_then_checked(run_client: RunClient, benchmark: int) -> None:
+    """Under a limit, a divided plan runs divided on its first executions, then its check against the undivided
+    engine starts, counted as started there and as ended at its verdict. So PyTorch's benchmark=True times the
+    divided plan itself (not the check's alternation with the slower undivided engine, which made it pick another
+    engine: the divided plans then never ran again and their checks never ended), and a program that stops before
+    the verdict says at exit that a check was still running."""
+    p = Problem("fprop", **LIMITED)
+    inputs = Inputs.make(p)
+    divided = {}
+    for calls in (3, 12):
+        extra = ("--benchmark", str(benchmark), "--calls", str(calls))
+        run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra)
+        check_output(run, p, inputs)
+        s = run.stats
+        started, ended = s["graph_checks_started"], s["graph_verified"]
+        divided[calls] = s["graph_micro_batches"]
+        summary = next(ln for ln in run.stderr.splitlines() if "graph API:" in ln)
+        if calls == 3:
+            assert started == 1 and ended == 0, s
+            assert "0 checked (0 replaced by the undivided engine), 1 still being checked at exit" in summary, summary
+        else:
+            assert started == ended == 1, s
+            assert "1 checked (" in summary and "still being checked" not in summary, summary
+    # the plan PyTorch runs from its choice on is the divided one, in both modes
+    assert divided[12] > divided[3], divided
+
+

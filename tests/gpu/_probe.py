@@ -3,10 +3,12 @@ initialise them in the test process)."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
 
+@functools.cache  # one probe per stack and session: each starts an interpreter that imports a CUDA stack (seconds)
 def probe_reason(code: str, missing: str) -> str | None:
     """None if ``code`` exits 0 in a fresh interpreter; else ``missing`` (or why python could not run)."""
     try:

@@ -1,8 +1,10 @@
-"""``python -m ucudnn.bench.torch_train`` on a real GPU (marker ``gpu``): a small torchvision network trained by
-PyTorch alone, under ``ucudnn run`` and under memory pressure, every configuration in a process of its own.
+"""``python -m ucudnn.bench.torch_train`` on a real GPU (marker ``gpu``): the conv3d network trained by PyTorch
+alone, under ``ucudnn run`` with memory pressure and under an explicit limit, each in a process of its own.
 
 No assertion on time (the script prints the figures) nor on which plans a particular GPU prefers: every run
-finishes, trains from the same state to the same losses, and the ucudnn runs were planned by the shim.
+finishes, and the script's own check passes (the ucudnn runs saw PyTorch's convolutions and trained to PyTorch
+alone's losses). Three runs of a small network keep the GPU tier inside the acceptance's time box; the acceptance
+runs the script itself on ResNet-18 on both of PyTorch's paths, where the same check sets its exit status.
 """
 
 from __future__ import annotations
@@ -41,36 +43,15 @@ def _train(tmp_path: Path, *options: str) -> tuple[str, list[dict[str, Any]]]:
     return proc.stdout, results
 
 
-def test_small_network_trains_alike_with_and_without_ucudnn(tmp_path: Path) -> None:
-    _, rows = _train(tmp_path, "--models", "resnet18:32", "--workspace", "8MiB", "--headroom", "256MiB")
-    results = {r["config"]: r for r in rows}
-    expected = {"torch", "ucudnn", "torch+pressure", "ucudnn+pressure", "cudnn@8MiB", "ucudnn@8MiB"}
-    assert set(results) == expected
-    ref = results["torch"]["losses"]
-    assert len(ref) == 12
-    for name, r in results.items():
-        assert r["error"] is None, r
-        assert r["ms_per_iter"] > 0
-        # Different algorithms round differently (TF32 included); training diverges only by rounding.
-        assert r["losses"] == pytest.approx(ref, rel=2e-2, abs=2e-2), name
-        if name.startswith(("ucudnn", "cudnn@")):
-            assert r["stats"]["planned"] > 0, (name, r["stats"])
-    assert results["torch+pressure"]["ballast_mib"] > 0
-
-
-def test_graph_path_resnet_and_conv3d_train_alike_under_pressure(tmp_path: Path) -> None:
-    """PyTorch's default graph path, with and without memory pressure: every run finishes with PyTorch alone's
-    losses, and ucudnn saw PyTorch's convolution graphs (whether it offers variants is the GPU's trade-off)."""
+def test_graph_path_trains_alike_under_pressure_and_a_limit(tmp_path: Path) -> None:
     stdout, results = _train(
-        tmp_path, "--api", "graph", "--models", "resnet18:32,conv3d:4", "--frames", "8", "--headroom", "64MiB"
-    )
-    assert "offers" in stdout
-    assert {(r["model"], r["config"]) for r in results} == {
-        (m, c) for m in ("resnet18", "conv3d") for c in ("torch", "ucudnn", "torch+pressure", "ucudnn+pressure")
-    }
-    for r in results:
-        assert r["error"] is None, r
-        ref = next(q for q in results if q["model"] == r["model"] and q["config"] == "torch")["losses"]
-        assert r["losses"] == pytest.approx(ref, rel=2e-2, abs=2e-2), (r["model"], r["config"])
-        if r["config"].startswith("ucudnn"):
-            assert r["stats"]["graph_conv_plans"] > 0, r["stats"]
+        tmp_path, "--api", "graph", "--models", "conv3d:4", "--frames", "8", "--headroom", "64MiB", "--workspace",
+        "8MiB", "--configs", "torch,ucudnn+pressure,ucudnn@8MiB",
+    )  # fmt: skip
+    assert "offers" in stdout and "FAILED" not in stdout
+    by = {r["config"]: r for r in results}
+    assert set(by) == {"torch", "ucudnn+pressure", "ucudnn@8MiB"}
+    assert len(by["torch"]["losses"]) == 12 and by["ucudnn+pressure"]["ballast_mib"] > 0
+    for name in ("ucudnn+pressure", "ucudnn@8MiB"):
+        assert by[name]["error"] is None and by[name]["stats"]["graph_conv_plans"] > 0, by[name]
+        assert by[name]["losses"] == pytest.approx(by["torch"]["losses"], rel=2e-2, abs=2e-2), name

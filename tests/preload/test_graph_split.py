@@ -136,15 +136,16 @@ def test_an_undivided_engine_that_fits_when_no_split_does(
 def test_the_split_is_checked_against_the_undivided_engine_on_real_executions(
     host_lib: Path, preload_lib: Path, tmp_path: Path
 ) -> None:
-    """With both a split of the caller's engine and an undivided engine within the limit, the first
-    2 x (S + 1) executions time them against each other (model clock) and the faster runs from then on."""
-    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "repeat": 10}
+    """With both a split of the caller's engine and an undivided engine within the limit, the split runs on the
+    first two executions (a framework timing plans times the split), the next 2 x (S + 1) time them against each
+    other (model clock) and the faster runs from then on."""
+    spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "repeat": 12}
     expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
     limit = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(plain["workspace"] // 3)}
     # Each side alone: the split (no check), and the undivided engine (no split allowed).
     _, split_only = run(host_lib, preload_lib, tmp_path, spec, limit)
     _, alt_only = run(host_lib, preload_lib, tmp_path, spec, {**limit, "UCUDNN_BATCH_SIZE_POLICY": "undivided"})
-    assert split_only["stats"]["graph_micro_batches"] == 10 * 4  # parts of 2, as before
+    assert split_only["stats"]["graph_micro_batches"] == 12 * 4  # parts of 2, as before
     assert alt_only["stats"]["graph_micro_batches"] == 0
     checked_out, checked = run(host_lib, preload_lib, tmp_path, spec, {**limit, "UCUDNN_VERIFY_SAMPLES": "3"})
     close(checked_out, expected)
@@ -163,8 +164,8 @@ def test_a_deterministic_callers_graph_that_cannot_run_twice_ends_its_check_undi
 ) -> None:
     """A deterministic caller's check runs the undivided rival first on the caller's data and the plan over it;
     with beta = 1 the graph accumulates into y, so a second run would add twice: the check ends at the rival's
-    first turn for the undivided engine, after one execution of the plan, and y holds exactly what ten
-    undivided accumulations give."""
+    first turn for the undivided engine, after three executions of the plan (two before the check, one its
+    first turn), and y holds exactly what ten undivided accumulations give."""
     spec = {**BASE, "op": FWD, "n": 8, "engine": LINEAR_ENGINE[FWD], "repeat": 10, "beta": 1.0}
     expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
     limit = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(plain["workspace"] // 3), "UCUDNN_VERIFY_SAMPLES": "3"}
@@ -172,7 +173,7 @@ def test_a_deterministic_callers_graph_that_cannot_run_twice_ends_its_check_undi
     close(got, expected)
     stats = checked["stats"]
     assert stats["graph_verified"] == 1 and stats["graph_rejected_by_measurement"] == 1, stats
-    assert stats["graph_micro_batches"] == 4, stats  # the plan's one execution (parts of 2), then undivided
+    assert stats["graph_micro_batches"] == 3 * 4, stats  # the plan's three executions (parts of 2), then undivided
 
 
 # ---- the planner's path: the graph is a kernel like a legacy one ----
@@ -247,11 +248,11 @@ def test_the_check_of_a_planned_split_is_stored_and_not_repeated(
     host_lib: Path, preload_lib: Path, tmp_path: Path
 ) -> None:
     """fwd at 4 MiB: the planner divides (2 x 8 of a Winograd engine, model clock) and the shim times that against
-    the planner's undivided choice on the first executions; the verdict goes to the SQLite cache, and a second
+    the planner's undivided choice after its first two executions; the verdict goes to the SQLite cache, and a second
     process takes the checked plan without checking it again."""
     import sqlite3
 
-    spec = {**BIG, "op": FWD, "repeat": 9}
+    spec = {**BIG, "op": FWD, "repeat": 11}  # 2 executions before the check, 8 in it, the verdict at the 11th
     expected, _ = run(host_lib, preload_lib, tmp_path, spec, None)
     env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "4MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
     got, first = run(host_lib, preload_lib, tmp_path, spec, env)
