@@ -74,6 +74,7 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     settle_iters: int = 0
     checks_open: int = 0
+    summary: str = ""  # a ucudnn run's exit summary line, as the shim printed it
     error: str | None = None
 
 
@@ -160,6 +161,12 @@ def settle(step: Callable[[], None], still_open: Callable[[], int], most: int, p
         calm = calm + 1 if now == last else 0
         last = now
     return ran
+
+
+def exit_summary(stderr: str) -> str:
+    """The preload library's exit summary line in a run's standard error ("" if none)."""
+    lines = reversed(stderr.splitlines())
+    return next((ln for ln in lines if ln.startswith("ucudnn: ") and " kernel(s), " in ln), "")
 
 
 def _shim_stats() -> Callable[[], dict[str, Any]] | None:
@@ -304,6 +311,7 @@ def _run_one(
     res.checks_open = int(data.get("checks_open", 0))
     if stats_file.exists():
         res.stats = json.loads(stats_file.read_text())
+    res.summary = exit_summary(proc.stderr)
     return res
 
 

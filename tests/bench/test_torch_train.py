@@ -143,3 +143,13 @@ def test_report_shows_settling() -> None:
     assert lines[1].split()[-2:] == ["+warm", "open"]
     assert next(line for line in lines if " ucudnn " in line).split()[-2:] == ["+9", "1"]
     assert next(line for line in lines if " torch " in line).split()[-1] == "6.50000"
+
+
+def test_exit_summary_is_the_shims_line() -> None:
+    stderr = (
+        "ucudnn: planning 3 kernel(s) took a while\n"
+        "ucudnn: 8 kernel(s), 32 convolution call(s), 432 cuDNN call(s) in all: 8 micro-batched\n"
+        "Traceback? no, just a program's own last words\n"
+    )
+    assert tt.exit_summary(stderr).startswith("ucudnn: 8 kernel(s), 32 convolution call(s)")
+    assert tt.exit_summary("nothing from the shim\n") == ""
