@@ -12,8 +12,10 @@ import pytest
 # What to install for the tests of the real cuDNN (no GPU needed): the wheel without its declared dependencies
 # (the CUDA libraries it lists add about a gigabyte, and the front library needs only libc/libdl). `.ci/run` does this.
 REAL_CUDNN_INSTALL = "pip install --no-deps nvidia-cudnn-cu13"
-# What the GPU tests need besides an NVIDIA GPU and its driver.
-GPU_INSTALL = "pip install 'ucudnn[cuda]' (CuPy), plus torch and torchvision for the PyTorch tests"
+# What the GPU tests need: an NVIDIA GPU and its driver, then each its own stack (CuPy for ucudnn-bench's CUDA
+# backend, CUDA torch and torchvision, JAX's CUDA plugin), which its skip names.
+GPU_INSTALL = "an NVIDIA GPU and its driver"
+CUPY_INSTALL = "pip install 'ucudnn[cuda]' (CuPy)"
 
 
 def assert_native_output_diverted(code: str, noise: str) -> None:
@@ -26,14 +28,20 @@ def assert_native_output_diverted(code: str, noise: str) -> None:
 
 
 @functools.cache
-def gpu_unavailable_reason() -> str | None:
-    """None if an NVIDIA GPU is usable from Python (CuPy), else why not."""
+def driver_unavailable_reason() -> str | None:
+    """None if an NVIDIA driver answers (nvidia-smi), else why not."""
     if shutil.which("nvidia-smi") is None:
         return "no nvidia-smi on PATH (no NVIDIA driver)"
     try:
         subprocess.run(["nvidia-smi", "-L"], check=True, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"nvidia-smi -L failed: {exc}"
+    return None
+
+
+@functools.cache
+def cupy_unavailable_reason() -> str | None:
+    """None if CuPy can use a GPU, else why not."""
     try:
         import cupy  # type: ignore[import-not-found]
 
@@ -43,6 +51,11 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def gpu_unavailable_reason() -> str | None:
+    """None if an NVIDIA GPU is usable from Python through CuPy (what ucudnn-bench's CUDA backend needs)."""
+    return driver_unavailable_reason() or cupy_unavailable_reason()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests are skipped, with the reason, where no GPU is usable, and run last where one is: each starts
     processes of its own (seconds apiece), so a time-boxed run (the GPU acceptance gives `-m "gpu or realcudnn"`
@@ -50,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reason = None
     for item in items:
         if "gpu" in item.keywords:
-            reason = reason or gpu_unavailable_reason()
+            reason = reason or driver_unavailable_reason()
             if reason:
-                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs a GPU and {GPU_INSTALL}"))
+                item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs {GPU_INSTALL}"))
     items.sort(key=lambda item: "gpu" in item.keywords)  # stable: each group keeps its order

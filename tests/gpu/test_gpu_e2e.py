@@ -1,6 +1,6 @@
 """End to end on a real GPU: the preload library in front of the real cuDNN (marker ``gpu``).
 
-Skipped with the reason where no NVIDIA GPU and CuPy are usable (tests/conftest.py). They drive
+Skipped with the reason where no NVIDIA GPU (tests/conftest.py) or no CuPy is usable. They drive
 ``ucudnn-bench --backend cuda``, which allocates with CuPy, times with CUDA events and runs ucudnn's plans
 through the same preload library users run, checking every output against the undivided call.
 """
@@ -16,10 +16,15 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import CUPY_INSTALL, cupy_unavailable_reason
+
 pytestmark = pytest.mark.gpu
 
 
 def _bench(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
+    reason = cupy_unavailable_reason()
+    if reason:
+        pytest.skip(f"{reason}; needs {CUPY_INSTALL}")
     out = tmp_path / "bench.json"
     env = {**os.environ, "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"), **(env_extra or {})}
     cmd = [sys.executable, "-c", "import sys; from ucudnn.bench.cli import main; sys.exit(main())"]

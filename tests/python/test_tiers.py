@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,3 +25,28 @@ def test_gpu_tests_are_collected_after_the_others() -> None:
     gpu = [i for i, name in enumerate(ids) if name.startswith("tests/gpu/")]
     assert gpu and len(gpu) < len(ids), ids  # both tiers collected, though tests/gpu comes first by name
     assert gpu == list(range(len(ids) - len(gpu), len(ids))), ids
+
+
+def test_gpu_tests_name_the_stack_they_lack(tmp_path: Path) -> None:
+    """With a driver answering (a stand-in nvidia-smi) but no CUDA stack in Python, no GPU test fails: each skips
+    and says what it lacks."""
+    for stack in ("cupy", "torch", "jax"):
+        if importlib.util.find_spec(stack) is not None:
+            pytest.skip(f"{stack} is installed here: the GPU tests would try it")
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("an NVIDIA driver is here: the GPU tests run for real")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\n")
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "gpu", "tests/gpu"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    skips = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert "passed" not in proc.stdout and "failed" not in proc.stdout, proc.stdout
+    assert any("CuPy" in line and "test_gpu_e2e" in line for line in skips), skips
+    assert any("torch with CUDA" in line for line in skips), skips
+    assert any("JAX with its CUDA plugin" in line for line in skips), skips
+    assert not any("no nvidia-smi" in line for line in skips), skips
