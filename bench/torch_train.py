@@ -10,7 +10,9 @@ each in a process of its own:
 - ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
 - ``torch+pressure`` and ``ucudnn+pressure``: the same two, with a ballast tensor holding most of the GPU's
   free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
-  the memory pressure under which frameworks fall back to slow algorithms;
+  the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated at the peak of
+  activations, so workspaces late in backward find more: the report says what each run left unallocated at its
+  own peak);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
@@ -72,6 +74,7 @@ class Result:
     peak_mib: float = 0.0
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+    left_at_peak_mib: float | None = None  # under pressure: what the run left unallocated at its peak
     settle_iters: int = 0
     checks_open: int = 0
     summary: str = ""  # a ucudnn run's exit summary line, as the shim printed it
@@ -202,7 +205,7 @@ def _worker(args: argparse.Namespace) -> int:
         opt.step()
         return loss.detach()
 
-    ballast = None
+    ballast, usable = None, 0
     if args.headroom is not None:
         # What the model needs besides convolution workspaces: what a forward pass keeps allocated (weights,
         # activations saved for backward; workspaces are freed after each call), plus gradients and momentum
@@ -224,6 +227,7 @@ def _worker(args: argparse.Namespace) -> int:
         model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info()
+        usable = free + torch.cuda.memory_allocated()  # what this process's tensors could take, ballast included
         ballast = torch.empty(max(0, free - need - args.headroom), dtype=torch.uint8, device=dev)
         torch.cuda.reset_peak_memory_stats()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -258,6 +262,9 @@ def _worker(args: argparse.Namespace) -> int:
         "losses": [float(v) for v in losses],
         "ballast_mib": (ballast.numel() if ballast is not None else 0) / _MIB,
         "peak_mib": torch.cuda.max_memory_allocated() / _MIB,
+        # How much of the headroom the run's busiest moment left unused (the estimate of the model's needs is made
+        # at the peak of activations; workspaces late in backward find more).
+        "left_at_peak_mib": (usable - torch.cuda.max_memory_allocated()) / _MIB if ballast is not None else None,
         "settle_iters": settled,
         "checks_open": open_at_timing,
     }
@@ -307,6 +314,8 @@ def _run_one(
     res.losses = [float(v) for v in data["losses"]]
     res.ballast_mib = float(data["ballast_mib"])
     res.peak_mib = float(data["peak_mib"])
+    left = data.get("left_at_peak_mib")
+    res.left_at_peak_mib = None if left is None else float(left)
     res.settle_iters = int(data.get("settle_iters", 0))
     res.checks_open = int(data.get("checks_open", 0))
     if stats_file.exists():
@@ -346,6 +355,10 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             + (f" {s.get(offers, ''):>6}" if offers else "")
             + (f" {'+' + str(r.settle_iters):>5} {r.checks_open:>4}" if s else f" {'':>5} {'':>4}")
         )
+    left = [f"{r.model} N={r.batch} {r.config} {r.left_at_peak_mib:,.0f} MiB" for r in results
+            if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
+    if left:
+        lines.append("under pressure, memory the run left unallocated at its peak: " + "; ".join(left))
     lines.append(
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("

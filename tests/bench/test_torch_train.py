@@ -38,11 +38,12 @@ def test_report_shows_ratios_loss_differences_and_failures() -> None:
         tt.Result("resnet18", 256, "torch", ms_per_iter=60.0, losses=[7.0, 6.5]),
         tt.Result("resnet18", 256, "ucudnn", ms_per_iter=50.0, losses=[7.0, 6.4],
                   stats={"planned": 3, "micro_batches": 40, "rejected_by_measurement": 1}),
-        tt.Result("resnet18", 256, "torch+pressure", ms_per_iter=120.0, losses=[7.0, 6.5]),
+        tt.Result("resnet18", 256, "torch+pressure", ms_per_iter=120.0, losses=[7.0, 6.5], left_at_peak_mib=1234.4),
         tt.Result("resnet18", 256, "ucudnn+pressure", error="exit 1: out of memory"),
     ]  # fmt: skip
     text = tt.report(results, cfgs, "legacy", 512 << 20)
     lines = text.splitlines()
+    assert "unallocated at its peak: resnet18 N=256 torch+pressure 1,234 MiB" in text
     ucudnn = next(line for line in lines if " ucudnn " in line)
     assert "1.200x torch" in ucudnn and "1.00e-01" in ucudnn and " 40 " in ucudnn
     assert any("ucudnn+pressure" in line and "failed: exit 1: out of memory" in line for line in lines)
