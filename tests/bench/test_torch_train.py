@@ -1,8 +1,10 @@
-"""The parent side of ``ucudnn.bench.torch_train`` (no GPU, no torch): options, configurations and the report."""
+"""``ucudnn.bench.torch_train`` without a GPU or torch: options, configurations, the report, its check, and the
+worker's loop on a stand-in torch."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -154,3 +156,128 @@ def test_exit_summary_is_the_shims_line() -> None:
     )
     assert tt.exit_summary(stderr).startswith("ucudnn: 8 kernel(s), 32 convolution call(s)")
     assert tt.exit_summary("nothing from the shim\n") == ""
+
+
+class _StandInTorch:
+    """Just enough of torch for the worker's loop, on no device: every convolution a step runs is one call of
+    ``on_step``; the loss falls by 0.1 an optimizer step; memory figures are fixed."""
+
+    def __init__(self, on_step: Any) -> None:
+        import types
+
+        self.on_step, self.steps, self.opt_steps = on_step, 0, 0
+        torch = self
+
+        class Tensor:
+            def __init__(self, value: float = 0.0, n: int = 1) -> None:
+                self.value, self.n = value, n
+
+            def clone(self) -> Tensor:
+                return Tensor(self.value, self.n)
+
+            def numel(self) -> int:
+                return self.n
+
+            def element_size(self) -> int:
+                return 4
+
+            def detach(self) -> Tensor:
+                return self
+
+            def backward(self) -> None:
+                pass
+
+            def __float__(self) -> float:
+                return self.value
+
+        class Model:
+            def to(self, _dev: Any) -> Model:
+                return self
+
+            def __call__(self, _x: Any) -> Tensor:
+                torch.steps += 1
+                torch.on_step()
+                return Tensor()
+
+            def state_dict(self) -> dict[str, Tensor]:
+                return {"w": Tensor(1.0, 10)}
+
+            def load_state_dict(self, _d: Any) -> None:
+                pass
+
+            def modules(self) -> list[Model]:
+                return [self]
+
+            def register_forward_hook(self, _fn: Any) -> Any:
+                return types.SimpleNamespace(remove=lambda: None)
+
+            def parameters(self) -> list[Tensor]:
+                return [Tensor(1.0, 10)]
+
+        class SGD:
+            def __init__(self, _params: Any, lr: float, momentum: float) -> None:
+                pass
+
+            def zero_grad(self, set_to_none: bool = False) -> None:
+                pass
+
+            def step(self) -> None:
+                torch.opt_steps += 1
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                pass
+
+            def record(self) -> None:
+                pass
+
+            def elapsed_time(self, _other: Any) -> float:
+                return 5.0
+
+        self.Tensor, self.model, self.uint8 = Tensor, Model(), "uint8"
+        self.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(benchmark=False))
+        self.device = lambda _name: "cuda"
+        self.manual_seed = lambda _seed: None
+        self.Generator = lambda device: types.SimpleNamespace(manual_seed=lambda _s: None)
+        self.randn = lambda *shape, device, generator: Tensor()
+        self.randint = lambda lo, hi, shape, device, generator: Tensor()
+        self.empty = lambda n, dtype, device: Tensor(0.0, n)
+        self.nn = types.SimpleNamespace(CrossEntropyLoss=lambda: lambda out, target: Tensor(7.0 - 0.1 * self.opt_steps))
+        self.optim = types.SimpleNamespace(SGD=SGD)
+        self.cuda = types.SimpleNamespace(
+            Event=Event, synchronize=lambda: None, memory_allocated=lambda: 100 << 20, empty_cache=lambda: None,
+            mem_get_info=lambda: (1000 << 20, 2000 << 20), reset_peak_memory_stats=lambda: None,
+            max_memory_allocated=lambda: 900 << 20,
+        )  # fmt: skip
+
+
+def test_worker_settles_the_checks_then_times_with_the_weights_unchanged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The worker's loop on a stand-in torch under a stand-in shim: after the warm-up it runs forward/backward steps
+    without optimizer steps until the open check ends, then times the iterations; the losses are those of
+    warm-up + timed optimizer steps only, as PyTorch alone's run has them; under pressure it sizes the ballast."""
+    import json
+    import sys
+
+    stats = {"checks_started": 1, "verified": 0}
+
+    def on_step() -> None:  # the check ends at the 12th execution of its kernel (one per forward)
+        if fake.steps == 12:
+            stats["verified"] = 1
+
+    fake = _StandInTorch(on_step)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(tt, "build_model", lambda name: (fake.model, 10))
+    monkeypatch.setattr(tt, "_shim_stats", lambda: lambda: dict(stats))
+    out = tmp_path / "w.json"
+    argv = ["--worker", "--model", "resnet18", "--batch", "4", "--warmup", "3", "--iters", "4", "--out", str(out),
+            "--headroom-bytes", str(256 << 20)]  # fmt: skip
+    assert tt.main(argv) == 0
+    got = json.loads(out.read_text())
+    # One measuring forward for the ballast, 3 warm-up steps, then 8 settling forwards to reach the 12th execution.
+    assert got["settle_iters"] == 8 and got["checks_open"] == 0
+    assert fake.opt_steps == 7 and got["losses"] == pytest.approx([7.0 - 0.1 * i for i in range(7)])
+    assert got["ms_per_iter"] == 5.0
+    # usable: 1000 MiB free + 100 MiB allocated; the peak 900 MiB
+    assert got["left_at_peak_mib"] == pytest.approx(200.0) and got["ballast_mib"] > 0
