@@ -105,9 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--suite", metavar="NAME", help="a built-in suite (see --list-suites)")
     src.add_argument("--list-suites", action="store_true", help="list the built-in suites and exit")
-    src.add_argument(
-        "--quick", action="store_true", help=f"the quick suite on the host backend ({QUICK_DURATION})"
-    )
+    src.add_argument("--quick", action="store_true", help=f"the quick suite on the host backend ({QUICK_DURATION})")
     batch = src.add_mutually_exclusive_group()
     batch.add_argument("--batch", type=int, metavar="N", help="force every problem's batch size to N")
     batch.add_argument("--batch-multiplier", type=int, metavar="K", help="multiply every problem's batch size by K")

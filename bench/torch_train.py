@@ -416,8 +416,12 @@ def _size(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ucudnn.bench.torch_train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", type=_parse_models, default=_parse_models("resnet18:256,resnet50:128,conv3d:16"),
-                   help=f"MODEL:BATCH[,...]: torchvision model names, or {CONV3D} (the 3-D convolution network)")
+    p.add_argument(
+        "--models",
+        type=_parse_models,
+        default=_parse_models("resnet18:256,resnet50:128,conv3d:16"),
+        help=f"MODEL:BATCH[,...]: torchvision model names, or {CONV3D} (the 3-D convolution network)",
+    )
     p.add_argument("--frames", type=int, default=16, help="frames per clip of the conv3d model (default 16)")
     p.add_argument("--api", choices=("legacy", "graph"), default="legacy")
     p.add_argument("--workspace", metavar="L", help="also compare cuDNN alone and ucudnn under this per-kernel cap")
@@ -427,8 +431,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--image", type=int, default=224, help="image (and clip frame) side (default 224)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--settle", type=int, default=40, metavar="K",
-                   help="under ucudnn, at most K more warm-up steps while checks of new plans run (default 40)")
+    p.add_argument(
+        "--settle",
+        type=int,
+        default=40,
+        metavar="K",
+        help="under ucudnn, at most K more warm-up steps while checks of new plans run (default 40)",
+    )
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
     p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")

@@ -225,8 +225,13 @@ def divide_workspace(
     if any(not r for r in reduced):  # pragma: no cover - the greedy's own choices always survive, up to rounding
         reduced = opts
     if upper <= bound + 1e-12 * max(1.0, abs(upper)) or all(len(r) == 1 for r in reduced):
-        return _result(Status.OPTIMAL, _summary("optimal (greedy proven optimal by the LP bound)", greedy, budget),
-                       kernels, greedy, started)
+        return _result(
+            Status.OPTIMAL,
+            _summary("optimal (greedy proven optimal by the LP bound)", greedy, budget),
+            kernels,
+            greedy,
+            started,
+        )
 
     fixed = [k for k, r in enumerate(reduced) if len(r) == 1]
     free = [k for k, r in enumerate(reduced) if len(r) > 1]
@@ -235,11 +240,17 @@ def divide_workspace(
     sub_choice, status, message = _solve_milp(sub, spare, time_limit_s)
     if sub_choice is None:
         if status is Status.TIME_LIMIT:
-            return _result(Status.TIME_LIMIT, _summary(f"{message}; greedy solution", greedy, budget), kernels,
-                           greedy, started)
+            return _result(
+                Status.TIME_LIMIT, _summary(f"{message}; greedy solution", greedy, budget), kernels, greedy, started
+            )
         # The greedy answer is feasible whatever went wrong in the solver: better than no plans at all.
-        return _result(Status.FEASIBLE, _summary(f"{message}; greedy solution, not proven optimal", greedy, budget),
-                       kernels, greedy, started)
+        return _result(
+            Status.FEASIBLE,
+            _summary(f"{message}; greedy solution, not proven optimal", greedy, budget),
+            kernels,
+            greedy,
+            started,
+        )
     choice = [reduced[k][0] for k in range(len(opts))]
     for k, o in zip(free, sub_choice, strict=True):
         choice[k] = o
@@ -313,9 +324,14 @@ def _solve_milp(
             assert lower_bound is not None
             if res.status == 0 and t <= lower_bound + 1e-9 * max(1.0, abs(lower_bound)):
                 return choice, Status.OPTIMAL, "; re-solved with a tightened budget after rounding overshoots"
-            return choice, Status.TIME_LIMIT if res.status == 1 else Status.FEASIBLE, (
-                f"; re-solved with a tightened budget after rounding overshoots, optimal within "
-                f"{t - lower_bound:.3g} ms")
+            return (
+                choice,
+                Status.TIME_LIMIT if res.status == 1 else Status.FEASIBLE,
+                (
+                    f"; re-solved with a tightened budget after rounding overshoots, optimal within "
+                    f"{t - lower_bound:.3g} ms"
+                ),
+            )
         # Solver tolerance let the MiB row overshoot the byte budget. First exclude exactly that choice (a
         # no-good cut keeps the answer exact); if overshoots keep coming, tighten the row instead.
         if len(cuts) < _MAX_CUTS:

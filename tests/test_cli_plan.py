@@ -24,8 +24,16 @@ def two_algo_kernel(name: str = "conv2.fwd", batch: int = 128) -> dict[str, Any]
     ms = []
     b = 1
     while b <= batch:
-        ms.append({"batch": b, "algo": 1, "time_ms": 1.0 + 0.1 * b, "workspace_bytes": 1024 * b,
-                   "determinism": False, "math_type": 1})
+        ms.append(
+            {
+                "batch": b,
+                "algo": 1,
+                "time_ms": 1.0 + 0.1 * b,
+                "workspace_bytes": 1024 * b,
+                "determinism": False,
+                "math_type": 1,
+            }
+        )
         ms.append({"batch": b, "algo": 0, "time_ms": 1.0 * b, "workspace_bytes": 16})
         b *= 2
     return {"name": name, "batch": batch, "measurements": ms}
@@ -91,15 +99,18 @@ def test_kernel_selection_and_unknown_kernel(tmp_path: Path) -> None:
     assert r.returncode == 2 and "unknown kernel 'c'" in r.stderr and "[1] b" in r.stderr
 
 
-KEY = ("op={op};dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
-       "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default")
+KEY = (
+    "op={op};dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
+    "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default"
+)
 
 
 @pytest.fixture
 def keyed_table(tmp_path: Path) -> str:
     """Three kernels named by their ~190-character cache keys, as `ucudnn db export --perf-table` writes them."""
-    return write(tmp_path, {"kernels": [two_algo_kernel(KEY.format(op=op), 32)
-                                        for op in ("fwd", "bwd_data", "bwd_filter")]})
+    return write(
+        tmp_path, {"kernels": [two_algo_kernel(KEY.format(op=op), 32) for op in ("fwd", "bwd_data", "bwd_filter")]}
+    )
 
 
 def test_kernel_by_index_or_unique_part_of_its_name(keyed_table: str) -> None:
@@ -155,8 +166,9 @@ def test_division_ilp_and_greedy(tmp_path: Path) -> None:
     path = write(tmp_path, {"kernels": [two_algo_kernel("a"), two_algo_kernel("b", batch=64)]})
     outs = {}
     for method in ("ilp", "greedy"):
-        r = ucudnn("plan", "--table", path, "--total-workspace", "48KiB", "--policy", "pow2", "--method", method,
-                   "--json")
+        r = ucudnn(
+            "plan", "--table", path, "--total-workspace", "48KiB", "--policy", "pow2", "--method", method, "--json"
+        )
         assert r.returncode == 0, r.stderr
         outs[method] = json.loads(r.stdout)
     ilp = outs["ilp"]
@@ -193,30 +205,63 @@ BAD_FILES: list[tuple[str, object, str]] = [
     ("top level list", "[]", "top level: expected an object"),
     ("no kernels", {}, "kernels: missing"),
     ("empty kernels", {"kernels": []}, "kernels: empty"),
-    ("missing time", bad(lambda d: d["kernels"][1]["measurements"][3].pop("time_ms")),
-     "kernels[1].measurements[3].time_ms: missing"),
-    ("negative time", bad(lambda d: d["kernels"][1]["measurements"][3].update(time_ms=-2.0)),
-     "kernels[1].measurements[3].time_ms: negative (-2.0)"),
-    ("string time", bad(lambda d: d["kernels"][0]["measurements"][0].update(time_ms="fast")),
-     "kernels[0].measurements[0].time_ms: expected a number"),
-    ("float workspace", bad(lambda d: d["kernels"][0]["measurements"][1].update(workspace_bytes=1.5)),
-     "kernels[0].measurements[1].workspace_bytes: expected an integer"),
-    ("negative workspace", bad(lambda d: d["kernels"][0]["measurements"][1].update(workspace_bytes=-1)),
-     "kernels[0].measurements[1].workspace_bytes: negative (-1)"),
-    ("zero batch", bad(lambda d: d["kernels"][0]["measurements"][2].update(batch=0)),
-     "kernels[0].measurements[2].batch: must be >= 1 (0)"),
-    ("bool algo", bad(lambda d: d["kernels"][0]["measurements"][2].update(algo=True)),
-     "kernels[0].measurements[2].algo: expected an integer"),
-    ("bad determinism", bad(lambda d: d["kernels"][0]["measurements"][2].update(determinism="yes")),
-     "kernels[0].measurements[2].determinism: expected true or false"),
+    (
+        "missing time",
+        bad(lambda d: d["kernels"][1]["measurements"][3].pop("time_ms")),
+        "kernels[1].measurements[3].time_ms: missing",
+    ),
+    (
+        "negative time",
+        bad(lambda d: d["kernels"][1]["measurements"][3].update(time_ms=-2.0)),
+        "kernels[1].measurements[3].time_ms: negative (-2.0)",
+    ),
+    (
+        "string time",
+        bad(lambda d: d["kernels"][0]["measurements"][0].update(time_ms="fast")),
+        "kernels[0].measurements[0].time_ms: expected a number",
+    ),
+    (
+        "float workspace",
+        bad(lambda d: d["kernels"][0]["measurements"][1].update(workspace_bytes=1.5)),
+        "kernels[0].measurements[1].workspace_bytes: expected an integer",
+    ),
+    (
+        "negative workspace",
+        bad(lambda d: d["kernels"][0]["measurements"][1].update(workspace_bytes=-1)),
+        "kernels[0].measurements[1].workspace_bytes: negative (-1)",
+    ),
+    (
+        "zero batch",
+        bad(lambda d: d["kernels"][0]["measurements"][2].update(batch=0)),
+        "kernels[0].measurements[2].batch: must be >= 1 (0)",
+    ),
+    (
+        "bool algo",
+        bad(lambda d: d["kernels"][0]["measurements"][2].update(algo=True)),
+        "kernels[0].measurements[2].algo: expected an integer",
+    ),
+    (
+        "bad determinism",
+        bad(lambda d: d["kernels"][0]["measurements"][2].update(determinism="yes")),
+        "kernels[0].measurements[2].determinism: expected true or false",
+    ),
     ("missing name", bad(lambda d: d["kernels"][1].pop("name")), "kernels[1].name: missing"),
     ("duplicate name", bad(lambda d: d["kernels"][1].update(name="a")), "kernels[1].name: duplicate 'a'"),
     ("missing kernel batch", bad(lambda d: d["kernels"][0].pop("batch")), "kernels[0].batch: missing"),
-    ("measurements not a list", bad(lambda d: d["kernels"][0].update(measurements={})),
-     "kernels[0].measurements: expected a list"),
-    ("sizes cannot compose", bad(lambda d: d["kernels"][1].update(
-        measurements=[m for m in d["kernels"][1]["measurements"] if m["batch"] in (2, 4)], batch=7)),
-     "cannot make up batch 7"),
+    (
+        "measurements not a list",
+        bad(lambda d: d["kernels"][0].update(measurements={})),
+        "kernels[0].measurements: expected a list",
+    ),
+    (
+        "sizes cannot compose",
+        bad(
+            lambda d: d["kernels"][1].update(
+                measurements=[m for m in d["kernels"][1]["measurements"] if m["batch"] in (2, 4)], batch=7
+            )
+        ),
+        "cannot make up batch 7",
+    ),
 ]
 
 

@@ -284,9 +284,7 @@ class Store:
             return
         self._wait_said = True
         then = "this process plans in memory only" if self._memory_fallback else "it gives up"
-        log.warning(
-            "waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then
-        )
+        log.warning("waiting up to %g s for the cache %s (%s); then %s", self._lock_wait_s, self.path, why, then)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[bool]:
@@ -409,7 +407,6 @@ class Store:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
-
 
     def vacuum(self) -> None:
         """Give the file's free pages back (after a large delete); nothing for a memory-only store."""

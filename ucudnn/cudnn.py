@@ -112,6 +112,7 @@ def __getattr__(name: str) -> Any:
         return PerfStruct
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 TensorLike = npt.NDArray[Any] | TensorDesc
 FilterLike = npt.NDArray[Any] | FilterDesc
 Workspace = npt.NDArray[Any] | Literal["auto"] | None

@@ -142,8 +142,7 @@ def check_coverage(kernel: KernelTable, batch: int, policy: BatchSizePolicy | st
     if not can_compose(batch, usable):
         label = where or f"kernel {kernel.name!r}"
         raise PerfTableError(
-            f"{label}: measured batch sizes {usable} allowed by policy {pol.value} cannot make up "
-            f"batch {batch}"
+            f"{label}: measured batch sizes {usable} allowed by policy {pol.value} cannot make up batch {batch}"
         )
 
 

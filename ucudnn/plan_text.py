@@ -28,8 +28,16 @@ ALGO_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 # Spellings of the ops: the benchmark's (bwd-data), the kernel key's (bwd_data), and suffixes of table names.
-_OP_ALIASES = {"fwd": "fwd", "forward": "fwd", "bwd_data": "bwd_data", "bwd-data": "bwd_data",
-               "bwdd": "bwd_data", "bwd_filter": "bwd_filter", "bwd-filter": "bwd_filter", "bwdf": "bwd_filter"}
+_OP_ALIASES = {
+    "fwd": "fwd",
+    "forward": "fwd",
+    "bwd_data": "bwd_data",
+    "bwd-data": "bwd_data",
+    "bwdd": "bwd_data",
+    "bwd_filter": "bwd_filter",
+    "bwd-filter": "bwd_filter",
+    "bwdf": "bwd_filter",
+}
 
 
 def normalise_op(op: str | None) -> str | None:

@@ -43,9 +43,7 @@ def run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
-def compile_objects(
-    units: list[tuple[Path, list[Path]]], obj_dir: Path, cflags: list[str] | None = None
-) -> list[Path]:
+def compile_objects(units: list[tuple[Path, list[Path]]], obj_dir: Path, cflags: list[str] | None = None) -> list[Path]:
     """Compile each (source, include folders) unit into ``obj_dir`` (in parallel); the objects, in the units' order.
 
     Each unit sees only its own include folders (and the public headers): a layer compiled without an upper layer's

@@ -191,5 +191,3 @@ def test_divided_plans_are_timed_divided_then_checked(run_client: RunClient, ben
             assert "1 checked (" in summary and "still being checked" not in summary, summary
     # the plan PyTorch runs from its choice on is the divided one, in both modes
     assert divided[12] > divided[3], divided
-
-

@@ -26,8 +26,9 @@ def close(a: float, b: float) -> bool:
 
 def all_plans(perfs: Sequence[AlgoPerf], batch: int, sizes: Sequence[int]) -> list[tuple[AlgoPerf, ...]]:
     """Every multiset of measurements (any algorithm, sizes in ``sizes``) whose batches sum to ``batch``."""
-    coins = sorted({p for p in perfs if p.batch in set(sizes)}, key=lambda p: (p.batch, p.algo, p.time_ms,
-                                                                                 p.workspace_bytes))
+    coins = sorted(
+        {p for p in perfs if p.batch in set(sizes)}, key=lambda p: (p.batch, p.algo, p.time_ms, p.workspace_bytes)
+    )
     out: list[tuple[AlgoPerf, ...]] = []
 
     def rec(start: int, left: int, acc: list[AlgoPerf]) -> None:

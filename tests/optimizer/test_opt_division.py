@@ -28,9 +28,7 @@ def instances(draw: st.DrawFn) -> tuple[list[KernelOptions], int]:
     kernels = []
     for k in range(draw(st.integers(1, 4))):
         n = draw(st.integers(1, 4))
-        plans = tuple(
-            plan(draw(st.floats(0.0, 50.0)), draw(st.integers(0, 1000)), algo=j) for j in range(n)
-        )
+        plans = tuple(plan(draw(st.floats(0.0, 50.0)), draw(st.integers(0, 1000)), algo=j) for j in range(n))
         kernels.append(KernelOptions(f"k{k}", plans))
     return kernels, draw(st.integers(0, 3000))
 
@@ -72,8 +70,10 @@ def test_byte_exact_budget_with_huge_workspaces() -> None:
         KernelOptions("a", (plan(10.0, 0), plan(1.0, big + 1))),
         KernelOptions("b", (plan(10.0, 0), plan(1.5, big))),
     ]
-    for result in (divide_workspace(kernels, total_workspace_bytes=2 * big),
-                   divide_workspace_greedy(kernels, total_workspace_bytes=2 * big)):
+    for result in (
+        divide_workspace(kernels, total_workspace_bytes=2 * big),
+        divide_workspace_greedy(kernels, total_workspace_bytes=2 * big),
+    ):
         check_result(result, kernels, 2 * big)
         assert result.total_time_ms == 11.0
     both = divide_workspace(kernels, total_workspace_bytes=2 * big + 1)
@@ -108,8 +108,9 @@ def test_kernel_without_plans_is_named() -> None:
 
 
 def test_kernel_needing_more_than_the_budget_is_named() -> None:
-    result = divide_workspace([KernelOptions("x", ()), KernelOptions("y", (plan(1.0, 11),))][1:],
-                              total_workspace_bytes=10)
+    result = divide_workspace(
+        [KernelOptions("x", ()), KernelOptions("y", (plan(1.0, 11),))][1:], total_workspace_bytes=10
+    )
     assert result.status is Status.INFEASIBLE and "'y'" in result.message and "11" in result.message
 
 

@@ -15,8 +15,9 @@ from .test_opt_reuse import POLICIES, assert_valid, tables, usable
 
 @settings(max_examples=120, deadline=None)
 @given(tables(max_batch=8), st.sampled_from(POLICIES), st.sampled_from([0, 20, 50, 100]), st.booleans())
-def test_front_against_brute_force(table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int,
-                                   det: bool) -> None:
+def test_front_against_brute_force(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int, det: bool
+) -> None:
     batch, perfs = table
     sizes = candidate_batch_sizes(batch, policy)
     front = pareto_front(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, deterministic_only=det)
@@ -48,7 +49,13 @@ def test_two_algorithm_front_by_hand() -> None:
     # Slow undivided (128 ms), then the fast algorithm in 2, 4, ..., 32-sample micro-batches (size 1 fast is
     # 1.1 ms per sample: slower than 128 ms in total, so not on the front).
     assert [(p.workspace_bytes, p.micro_batches[0].batch) for p in front] == [
-        (16, 128), (2048, 2), (4096, 4), (8192, 8), (16384, 16), (32768, 32)]
+        (16, 128),
+        (2048, 2),
+        (4096, 4),
+        (8192, 8),
+        (16384, 16),
+        (32768, 32),
+    ]
     assert front[0].time_ms == 128.0
     assert all(len({mb.batch for mb in p.micro_batches}) == 1 for p in front)
 

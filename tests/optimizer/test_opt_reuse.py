@@ -55,8 +55,9 @@ def usable(perfs: Sequence[AlgoPerf], limit: int, det: bool) -> list[AlgoPerf]:
     return [p for p in perfs if p.workspace_bytes <= limit and (p.deterministic or not det)]
 
 
-def assert_valid(plan: Plan, perfs: Sequence[AlgoPerf], batch: int, sizes: Sequence[int], limit: int,
-                 det: bool) -> None:
+def assert_valid(
+    plan: Plan, perfs: Sequence[AlgoPerf], batch: int, sizes: Sequence[int], limit: int, det: bool
+) -> None:
     """Every micro-batch is one of the measurements, allowed by policy, limit and determinism."""
     assert plan.batch == batch
     measured = {(p.batch, p.algo, p.time_ms, p.workspace_bytes, p.deterministic, p.math_type) for p in perfs}
@@ -70,8 +71,9 @@ def assert_valid(plan: Plan, perfs: Sequence[AlgoPerf], batch: int, sizes: Seque
 
 @settings(max_examples=150, deadline=None)
 @given(tables(), st.sampled_from(POLICIES), st.sampled_from([0, 10, 25, 50, 100]), st.booleans())
-def test_best_plan_is_optimal_and_follows_tie_rules(table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy,
-                                                    limit: int, det: bool) -> None:
+def test_best_plan_is_optimal_and_follows_tie_rules(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int, det: bool
+) -> None:
     batch, perfs = table
     sizes = candidate_batch_sizes(batch, policy)
     result = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, deterministic_only=det)
@@ -96,8 +98,9 @@ def test_best_plan_is_optimal_and_follows_tie_rules(table: tuple[int, list[AlgoP
 
 @settings(max_examples=60, deadline=None)
 @given(tables(max_batch=8, exact=False), st.sampled_from(POLICIES), st.sampled_from([0, 30, 100]))
-def test_best_plan_optimal_with_arbitrary_times(table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy,
-                                                limit: int) -> None:
+def test_best_plan_optimal_with_arbitrary_times(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int
+) -> None:
     batch, perfs = table
     sizes = candidate_batch_sizes(batch, policy)
     result = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy)
@@ -110,8 +113,9 @@ def test_best_plan_optimal_with_arbitrary_times(table: tuple[int, list[AlgoPerf]
 
 @settings(max_examples=40, deadline=None)
 @given(tables(), st.sampled_from(POLICIES), st.randoms(use_true_random=False))
-def test_same_input_same_plan_whatever_the_order(table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy,
-                                                 rnd: random.Random) -> None:
+def test_same_input_same_plan_whatever_the_order(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, rnd: random.Random
+) -> None:
     batch, perfs = table
     shuffled = list(perfs)
     rnd.shuffle(shuffled)

@@ -98,8 +98,9 @@ def wd(budget: int) -> dict[str, str]:
 
 def cli(*args: str, db: Path) -> str:
     env = base_env() | {"UCUDNN_DATABASE": str(db)}
-    proc = subprocess.run([sys.executable, "-m", "ucudnn.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ucudnn.cli", *args], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -176,8 +177,10 @@ def test_budget_trades_time_between_zero_and_unlimited(
     net_driver: Path, divided: tuple[dict[str, Any], Path, Path], tmp_path: Path
 ) -> None:
     db = divided[1]
-    runs = {name: run_net(net_driver, tmp_path / name, db=db, env=wd(b))
-            for name, b in (("zero", 1), ("budget", BUDGET), ("unlimited", 1 << 40))}
+    runs = {
+        name: run_net(net_driver, tmp_path / name, db=db, env=wd(b))
+        for name, b in (("zero", 1), ("budget", BUDGET), ("unlimited", 1 << 40))
+    }
     t = {name: total_time(r) for name, r in runs.items()}
     ws = {name: total_workspace(r) for name, r in runs.items()}
     assert ws["zero"] == 0
@@ -188,9 +191,11 @@ def test_budget_trades_time_between_zero_and_unlimited(
     assert wr["stats"]["divisions"] == 0 and wr["stats"]["division"] is None
     assert total_workspace(wr) <= BUDGET
     assert t["budget"] <= total_time(wr) * (1 + 1e-6)
-    print(f"\ntotal time (ms): zero {t['zero']:.6g}, WD {BUDGET} B {t['budget']:.6g} "
-          f"(workspace {ws['budget']}), unlimited {t['unlimited']:.6g} (workspace {ws['unlimited']}), "
-          f"WR {BUDGET // KERNELS} B/kernel {total_time(wr):.6g} (workspace {total_workspace(wr)})")
+    print(
+        f"\ntotal time (ms): zero {t['zero']:.6g}, WD {BUDGET} B {t['budget']:.6g} "
+        f"(workspace {ws['budget']}), unlimited {t['unlimited']:.6g} (workspace {ws['unlimited']}), "
+        f"WR {BUDGET // KERNELS} B/kernel {total_time(wr):.6g} (workspace {total_workspace(wr)})"
+    )
     for key, plan in plans(runs["budget"]).items():
         print(f"  share {plan['workspace_bytes']:>9} B  {plan['time_ms']:.6g} ms  {key[:60]}")
 
@@ -215,8 +220,9 @@ def test_plan_made_across_another_threads_clear_is_not_cached(
 ) -> None:
     # The first planner call clears the plans: from its own thread (a re-division by the planner itself: the plan
     # it returns is current, so it is cached) or from another thread (it may be stale: used once, planned again).
-    got = run_driver("op=bwd_data", "n=8", "ws=0", "algo=0", "planner=fixed", "plan=4:0,4:0", "repeat=3",
-                     f"clear={who}")
+    got = run_driver(
+        "op=bwd_data", "n=8", "ws=0", "algo=0", "planner=fixed", "plan=4:0,4:0", "repeat=3", f"clear={who}"
+    )
     stats = got.report["stats"]
     assert got.returncode == 0 and stats["planned"] == 3 and stats["clears"] == 1
     assert stats["planner_calls"] == planner_calls

@@ -148,8 +148,10 @@ def test_no_warning_for_a_program_with_nothing_to_see_or_that_failed(
 def test_a_child_without_calls_neither_warns_nor_overwrites_the_programs_counts(tmp_path: Path) -> None:
     # The program starts a child that inherits LD_PRELOAD and never calls cuDNN, then convolves: the child exits
     # first and writes its zeros only where no file exists; the program then writes its counts over them.
-    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True); " \
-            f"import runpy; sys.argv = {EXAMPLE[2:]!r}; runpy.run_module('ucudnn.examples.train', run_name='__main__')"
+    child = (
+        f"import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True); "
+        f"import runpy; sys.argv = {EXAMPLE[2:]!r}; runpy.run_module('ucudnn.examples.train', run_name='__main__')"
+    )
     proc = run(tmp_path, "--stats-file", "stats.json", "--", sys.executable, "-c", child)
     assert stats(tmp_path / "stats.json")["calls"] > 0
     assert NOTHING_SEEN not in proc.stderr, proc.stderr

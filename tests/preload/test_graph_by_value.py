@@ -97,9 +97,7 @@ def test_malformed_variant_packs_get_cudnns_statuses(host_lib: Path, preload_lib
     close(got, expected)
 
 
-def test_a_full_record_table_never_fails_a_plan_it_took_over(
-    host_lib: Path, preload_lib: Path, tmp_path: Path
-) -> None:
+def test_a_full_record_table_never_fails_a_plan_it_took_over(host_lib: Path, preload_lib: Path, tmp_path: Path) -> None:
     expected, _, got, rep = under_limit(host_lib, preload_lib, tmp_path, "full_table")
     assert rep["status"] == 0, rep
     close(got, expected)

@@ -218,13 +218,16 @@ def _sqlite(*statements: str) -> Callable[[Path], None]:
 FOREIGN = {
     "text": lambda p: p.write_text("this is not a database\n" * 200),
     "truncated-sqlite": lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\xff" * 200),
-    "foreign-sqlite": _sqlite("CREATE TABLE plans (key TEXT, plan_json TEXT)",
-                              "INSERT INTO plans VALUES ('x', '[[16, 0, 0]]')"),
-    "other-version": _sqlite(f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 99",
-                             "CREATE TABLE plans (key TEXT)"),
+    "foreign-sqlite": _sqlite(
+        "CREATE TABLE plans (key TEXT, plan_json TEXT)", "INSERT INTO plans VALUES ('x', '[[16, 0, 0]]')"
+    ),
+    "other-version": _sqlite(
+        f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 99", "CREATE TABLE plans (key TEXT)"
+    ),
     "other-application": _sqlite("PRAGMA application_id = 1234", "CREATE TABLE t (x)"),
-    "no-plans-table": _sqlite(f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 1",
-                              "CREATE TABLE benchmarks (key TEXT)"),
+    "no-plans-table": _sqlite(
+        f"PRAGMA application_id = {APPLICATION_ID}", "PRAGMA user_version = 1", "CREATE TABLE benchmarks (key TEXT)"
+    ),
     "directory": lambda p: p.mkdir(),
 }
 

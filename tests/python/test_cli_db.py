@@ -132,8 +132,12 @@ def test_database_goes_before_or_after_the_action(db: Path) -> None:
 def test_read_only_actions_never_create_a_cache(tmp_path: Path, action: list[str]) -> None:
     typo = tmp_path / "typo" / "x.sqlite"
     r = ucudnn("db", "--database", str(typo), *action)
-    assert r.returncode == 2 and r.stderr == f"ucudnn db: no cache at {typo} (its directory does not exist either; " \
+    assert (
+        r.returncode == 2
+        and r.stderr
+        == f"ucudnn db: no cache at {typo} (its directory does not exist either; "
         "--database or UCUDNN_DATABASE names the file)\n"
+    )
     assert not typo.parent.exists()
     (tmp_path / "typo").mkdir()
     r = ucudnn("db", *action, "--database", str(typo))
@@ -152,8 +156,10 @@ def test_import_creates_the_directory_and_says_so(db: Path, tmp_path: Path) -> N
 
 
 def test_list_fits_in_120_columns_with_short_names(tmp_path: Path) -> None:
-    key = ("op=fwd;dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
-           "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default")
+    key = (
+        "op=fwd;dtype=float;x=32,16,16/*,256,16,1;w=float,nchw,64,32,5,5;y=64,16,16/*,256,16,1;pad=2,2;"
+        "stride=1,1;dilation=1,1;mode=cross_correlation;compute=float;groups=1;math=default"
+    )
     path = tmp_path / "c.sqlite"
     with Cache(path) as c:
         c.put_benchmark(key, "host", 32, [AlgoPerf(32, 2, 1.0, 1 << 20), AlgoPerf(32, 4, 2.0, 0)])

@@ -111,7 +111,9 @@ def test_division_equals_the_offline_ilp() -> None:
     d = net.division()
     assert d is not None
     offline = Planner(policy=WorkspacePolicy(total_workspace_bytes=budget)).plan_network(
-        [NetworkKernel(k.key, 16, 2, k, 0) for k in ks], backend_id=BACKEND, total_workspace_bytes=budget,
+        [NetworkKernel(k.key, 16, 2, k, 0) for k in ks],
+        backend_id=BACKEND,
+        total_workspace_bytes=budget,
         policy="powerOfTwo",
     )
     assert offline.status is Status.OPTIMAL
@@ -263,8 +265,16 @@ def test_bad_requests_are_refused() -> None:
     net, _ = make(16 * MiB)
     k = kernels()[0]
     with pytest.raises(ValueError):
-        net.plan(key="", backend_id=BACKEND, batch=16, workspace_limit_bytes=1, policy="powerOfTwo",
-                 deterministic_only=False, algo_count=2, benchmark=k)
+        net.plan(
+            key="",
+            backend_id=BACKEND,
+            batch=16,
+            workspace_limit_bytes=1,
+            policy="powerOfTwo",
+            deterministic_only=False,
+            algo_count=2,
+            benchmark=k,
+        )
     with pytest.raises(ValueError):
         ask(net, k, batch=0)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ucudnn.plan_text import algo_name, format_plan, op_of_key, short_kernel_name
 
-KEY = ("op=bwd_filter;dtype=half;x=16,28,28/*,12544,28,1;w=half,nchw,32,16,3,3;y=32,28,28/*,25088,28,1;"
-       "pad=1,1;stride=2,2;dilation=1,1;mode=cross_correlation;compute=float;groups=4;math=default")
+KEY = (
+    "op=bwd_filter;dtype=half;x=16,28,28/*,12544,28,1;w=half,nchw,32,16,3,3;y=32,28,28/*,25088,28,1;"
+    "pad=1,1;stride=2,2;dilation=1,1;mode=cross_correlation;compute=float;groups=4;math=default"
+)
 
 
 def test_plan_reads_count_x_size_algorithm() -> None:

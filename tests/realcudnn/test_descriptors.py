@@ -32,10 +32,7 @@ def _real_libcudnn() -> Path:
         searched.append(str(candidate))
         if candidate.exists():
             return candidate
-    pytest.skip(
-        f"the real libcudnn.so.9 was not found ({REAL_CUDNN_INSTALL}); searched: "
-        + ", ".join(searched)
-    )
+    pytest.skip(f"the real libcudnn.so.9 was not found ({REAL_CUDNN_INSTALL}); searched: " + ", ".join(searched))
 
 
 def _probe(specs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -77,8 +77,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.list:
         kernels = perf_table.load(args.table)
         if args.json:
-            print(json.dumps([{"index": i, "name": k.name, "short_name": short_kernel_name(k.name),
-                               "batch": k.batch} for i, k in enumerate(kernels)], indent=2))
+            print(
+                json.dumps(
+                    [
+                        {"index": i, "name": k.name, "short_name": short_kernel_name(k.name), "batch": k.batch}
+                        for i, k in enumerate(kernels)
+                    ],
+                    indent=2,
+                )
+            )
         else:
             print("\n".join(perf_table.describe(kernels)))
         return EXIT_OK
@@ -106,8 +113,14 @@ def _plan_json(name: str, plan: Plan) -> dict[str, Any]:
         "workspace_bytes": plan.workspace_bytes,
         "deterministic": plan.deterministic,
         "micro_batches": [
-            {"batch": mb.batch, "algo": mb.algo, "math_type": mb.math_type, "deterministic": mb.deterministic,
-             "time_ms": mb.time_ms, "workspace_bytes": mb.workspace_bytes}
+            {
+                "batch": mb.batch,
+                "algo": mb.algo,
+                "math_type": mb.math_type,
+                "deterministic": mb.deterministic,
+                "time_ms": mb.time_ms,
+                "workspace_bytes": mb.workspace_bytes,
+            }
             for mb in plan.micro_batches
         ],
     }
@@ -136,8 +149,12 @@ def _reuse(
 ) -> int:
     batch = args.batch if args.batch is not None else kernel.batch
     perf_table.check_coverage(kernel, batch, policy)
-    common = {"batch": batch, "workspace_limit_bytes": workspace_limit_bytes, "policy": policy,
-              "deterministic_only": args.deterministic}
+    common = {
+        "batch": batch,
+        "workspace_limit_bytes": workspace_limit_bytes,
+        "policy": policy,
+        "deterministic_only": args.deterministic,
+    }
     if args.pareto:
         front = pareto_front(kernel.perfs, **common)
         if not front:
@@ -157,13 +174,21 @@ def _reuse(
         return _infeasible(args, kernel.name, result.message)
     plan = result.plan
     if args.json:
-        out = {**_plan_json(kernel.name, plan), "status": result.status.value, "message": result.message,
-               "batch": batch, "policy": policy.value, "workspace_limit_bytes": workspace_limit_bytes}
+        out = {
+            **_plan_json(kernel.name, plan),
+            "status": result.status.value,
+            "message": result.message,
+            "batch": batch,
+            "policy": policy.value,
+            "workspace_limit_bytes": workspace_limit_bytes,
+        }
         print(json.dumps(out, indent=2))
     else:
         print(_heading(kernel.name, batch, policy, workspace_limit_bytes))
-        print(f"  time {plan.time_ms:.6g} ms, workspace {format_size(plan.workspace_bytes)}, "
-              f"{'deterministic' if plan.deterministic else 'non-deterministic'}")
+        print(
+            f"  time {plan.time_ms:.6g} ms, workspace {format_size(plan.workspace_bytes)}, "
+            f"{'deterministic' if plan.deterministic else 'non-deterministic'}"
+        )
         print(f"  micro-batches (count x size algorithm): {_plan_text(kernel.name, plan)}")
     return EXIT_OK
 
@@ -174,8 +199,13 @@ def _division(
     options: list[KernelOptions] = []
     for k, kernel in enumerate(kernels):
         perf_table.check_coverage(kernel, kernel.batch, policy, where=f"kernels[{k}] ({kernel.name!r})")
-        front = pareto_front(kernel.perfs, batch=kernel.batch, workspace_limit_bytes=budget, policy=policy,
-                             deterministic_only=args.deterministic)
+        front = pareto_front(
+            kernel.perfs,
+            batch=kernel.batch,
+            workspace_limit_bytes=budget,
+            policy=policy,
+            deterministic_only=args.deterministic,
+        )
         options.append(KernelOptions(kernel.name, front))
     result: DivisionResult
     if args.method == "greedy":
@@ -198,18 +228,21 @@ def _division(
         }
         print(json.dumps(out, indent=2))
     else:
-        print(f"workspace division ({args.method}), policy {policy.value}, budget {format_size(budget)}: "
-              f"{result.status.value}")
+        print(
+            f"workspace division ({args.method}), policy {policy.value}, budget {format_size(budget)}: "
+            f"{result.status.value}"
+        )
         print(f"  {result.message}")
         if chosen:
             shown = [short_kernel_name(name, 48) for name, _ in chosen]
             width = max(len("kernel"), *(len(s) for s in shown))
             print(f"{'kernel':<{width}} {'time ms':>10} {'workspace':>10}  micro-batches (count x size algorithm)")
             for short, (name, p) in zip(shown, chosen, strict=True):
-                print(f"{short:<{width}} {p.time_ms:10.4g} {format_size(p.workspace_bytes):>10}  "
-                      f"{_plan_text(name, p)}")
-            print(f"{'total':<{width}} {result.total_time_ms:10.4g} {format_size(result.total_workspace_bytes):>10}  "
-                  f"(solved in {result.solve_time_s:.3g} s)")
+                print(f"{short:<{width}} {p.time_ms:10.4g} {format_size(p.workspace_bytes):>10}  {_plan_text(name, p)}")
+            print(
+                f"{'total':<{width}} {result.total_time_ms:10.4g} {format_size(result.total_workspace_bytes):>10}  "
+                f"(solved in {result.solve_time_s:.3g} s)"
+            )
     if result.status in (Status.OPTIMAL, Status.FEASIBLE):
         return EXIT_OK
     if result.status is Status.TIME_LIMIT and chosen:
