@@ -144,8 +144,9 @@ VARIABLES: tuple[Var, ...] = (
         "0.02",
         "A checked micro-batched plan is kept only if the median of its times over the undivided choice's, pair by "
         "pair, is at least this fraction below 1 (and it was faster in every pair, or 4 pairs out of 5 of a "
-        "lengthened check); otherwise (a tie or slower) the undivided choice runs from then on.",
-        readers=("shim",),
+        "lengthened check); otherwise (a tie or slower) the undivided choice runs from then on. The planner, too, "
+        "divides a batch only where the divided plan is predicted at least this much faster.",
+        readers=("shim", "python"),
     ),
     Var(
         "UCUDNN_HOST_DEVICE_MEMORY",

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ucudnn import config
 from ucudnn import policy as _policy
 from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
 from ucudnn.log import get_logger
@@ -142,6 +143,30 @@ def _floored(plan: Plan, floor: float) -> Plan:
     return Plan(tuple(dataclasses.replace(mb, time_ms=max(mb.time_ms, floor)) for mb in plan.micro_batches))
 
 
+def _verify_margin() -> float:
+    """UCUDNN_VERIFY_MARGIN: how much faster a divided plan must be than the undivided choice."""
+    return float(config.get("UCUDNN_VERIFY_MARGIN"))
+
+
+def _worth_dividing(best: PlanResult, undivided: PlanResult, margin: float) -> PlanResult:
+    """``best``, unless it divides the batch and is predicted less than ``margin`` faster than the undivided
+    choice: then that choice. A check on real executions keeps a divided plan only if it is measured at least that
+    much faster (UCUDNN_VERIFY_MARGIN), so a smaller predicted gain is one the check would almost always undo,
+    after timing the slower side on the program's own executions; and a gain that small is within what
+    benchmarks mispredict."""
+    plan, alone = best.plan, undivided.plan
+    if plan is None or alone is None or len(plan.micro_batches) < 2 or best.status is not Status.OPTIMAL:
+        return best
+    if plan.time_ms < alone.time_ms * (1.0 - margin):
+        return best
+    gain = 1.0 - plan.time_ms / alone.time_ms if alone.time_ms > 0 else 0.0
+    why = (
+        f"undivided: the best divided plan ({len(plan.micro_batches)} micro-batches, {plan.time_ms:.6g} ms) is "
+        f"predicted {gain:.1%} faster, under UCUDNN_VERIFY_MARGIN ({margin:.0%})"
+    )
+    return PlanResult(Status.OPTIMAL, alone, why)
+
+
 def _pick_with_slack(front: Sequence[Plan], slack: float) -> PlanResult:
     """The least-workspace plan of a Pareto front whose time is within (1 + slack) of the fastest."""
     if not front:
@@ -258,7 +283,8 @@ class Planner:
         measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
         problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
         if slack == 0.0:
-            result = _optimize(best_plan, *problem)
+            result = _worth_dividing(_optimize(best_plan, *problem), _optimize(best_plan, *problem[:3],
+                                     BatchSizePolicy.UNDIVIDED, deterministic), _verify_margin())  # fmt: skip
         else:
             result = _pick_with_slack(_optimize(pareto_front, *problem), slack)
         if measured.unusable_sizes:

@@ -319,3 +319,26 @@ def test_a_verdict_against_another_undivided_choice_is_not_trusted(tmp_path: Pat
     again = plan(planner, bench)
     assert not again.verified, again
     assert steps(again) == steps(first)  # the stored plan, to be checked against algo 3 on real executions
+
+
+@pytest.mark.parametrize(("call_ms", "gain"), [(2.76, 0.01), (2.6, 0.05)])
+def test_a_batch_is_divided_only_for_more_than_the_checks_margin(
+    monkeypatch: pytest.MonkeyPatch, call_ms: float, gain: float
+) -> None:
+    """Within 4 MiB the undivided choice is algo 0 (16 ms at N=16); algo 1 in four micro-batches of 4 is predicted
+    ``gain`` faster. A check on real executions keeps a divided plan only if it is measured at least
+    UCUDNN_VERIFY_MARGIN (2%) faster, so the planner divides only for a predicted gain above that margin; with
+    the margin at 0 it divides for any gain."""
+
+    def bench(b: int) -> list[AlgoPerf]:
+        return [AlgoPerf(b, 0, 1.0 * b, 0), AlgoPerf(b, 1, 0.3 * b + call_ms, MiB * b)]
+
+    monkeypatch.setenv("UCUDNN_VERIFY_MARGIN", "0.02")
+    result = plan(Planner(), Recorded(), benchmark=bench)
+    assert result.plan.time_ms == pytest.approx(16.0 if gain < 0.02 else 16.0 * (1 - gain))
+    if gain < 0.02:
+        assert steps(result) == [(16, 0)] and "under UCUDNN_VERIFY_MARGIN (2%)" in result.message, result.message
+    else:
+        assert steps(result) == [(4, 1)] * 4
+    monkeypatch.setenv("UCUDNN_VERIFY_MARGIN", "0")
+    assert steps(plan(Planner(), Recorded(), benchmark=bench)) == [(4, 1)] * 4
