@@ -198,10 +198,14 @@ def _worker(args: argparse.Namespace) -> int:
     target = torch.randint(0, classes, (args.batch,), device=dev, generator=gen)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def step(opt: torch.optim.Optimizer) -> torch.Tensor:
+    def forward_backward(opt: torch.optim.Optimizer) -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), target)
         loss.backward()
+        return loss
+
+    def step(opt: torch.optim.Optimizer) -> torch.Tensor:
+        loss = forward_backward(opt)
         opt.step()
         return loss.detach()
 
@@ -239,8 +243,7 @@ def _worker(args: argparse.Namespace) -> int:
     def unchanged_step() -> None:
         # Forward and backward only: every convolution runs (the checks advance), the weights stay, so the losses
         # that follow are those PyTorch alone gets at the same iteration.
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), target).backward()
+        forward_backward(opt)
         torch.cuda.synchronize()  # the check's timings are read at the next execution once complete
 
     open_at_timing = 0

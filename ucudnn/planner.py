@@ -283,8 +283,9 @@ class Planner:
         measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
         problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
         if slack == 0.0:
-            result = _worth_dividing(_optimize(best_plan, *problem), _optimize(best_plan, *problem[:3],
-                                     BatchSizePolicy.UNDIVIDED, deterministic), _verify_margin())  # fmt: skip
+            undivided = (measured.perfs, req.batch, workspace_limit_bytes, BatchSizePolicy.UNDIVIDED, deterministic)
+            best, alone = _optimize(best_plan, *problem), _optimize(best_plan, *undivided)
+            result = _worth_dividing(best, alone, _verify_margin())
         else:
             result = _pick_with_slack(_optimize(pareto_front, *problem), slack)
         if measured.unusable_sizes:
