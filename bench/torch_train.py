@@ -362,6 +362,13 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
     if left:
         lines.append("under pressure, memory the run left unallocated at its peak: " + "; ".join(left))
+    benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
+               f"{r.stats.get('graph_benchmarks_reused', 0)} reused" for r in results
+               if not r.error and r.stats.get("graph_benchmarks")]  # fmt: skip
+    if benched:
+        lines.append(
+            "graph benchmarks (engines built and timed at a batch size for the planner): " + "; ".join(benched)
+        )
     lines.append(
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("

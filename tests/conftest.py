@@ -6,6 +6,7 @@ import functools
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,3 +68,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs {GPU_INSTALL}"))
     items.sort(key=lambda item: "gpu" in item.keywords)  # stable: each group keeps its order
+
+
+class _Session:
+    """What the GPU tests' progress lines need: the pytest configuration and when the session began."""
+
+    config: pytest.Config | None = None
+    start = 0.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _Session.config, _Session.start = config, time.monotonic()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each GPU test that ran says at once how long it took and when it ended: a run stopped by a time box (the
+    GPU acceptance gives `-m "gpu or realcudnn"` three minutes) prints no durations table, and `-q` names no test."""
+    config = _Session.config
+    if report.when != "call" or "gpu" not in report.keywords or config is None:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        elapsed = time.monotonic() - _Session.start
+        line = f"gpu test {report.nodeid}: {report.outcome} in {report.duration:.1f} s, {elapsed:.0f} s in"
+        reporter.write(f"\n{line}\n")  # a line of its own, also after `-q`'s progress dots

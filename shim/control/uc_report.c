@@ -75,6 +75,8 @@ char *uc_stats_text(void)
     FIELD(graph_verified);
     FIELD(graph_rejected_by_measurement);
     FIELD(graph_offers);
+    FIELD(graph_benchmarks);
+    FIELD(graph_benchmarks_reused);
     FIELD(divided_calls);
     FIELD(peak_workspace);
     uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",

@@ -257,7 +257,8 @@ typedef struct uc_ggraph {
     int64_t engine, notes; /* engine global index (-1 unknown); numerical notes as a bit mask */
     int64_t n;             /* the batch size of the convolution, 0 if none */
     const char *why_not;   /* NULL: a convolution graph the shim understands */
-    char *key;
+    char *key;           /* the planner's key: the caller's engine, notes and knobs, then the graph's shape */
+    size_t shape_at;     /* where the shape begins in key (uc_graph_memo.c keys on it) */
     /* What rebuilding it at another batch size takes (the values held at the plan's Finalize). */
     void *handle;          /* the operation graph's handle as set (else the plan's), for building and timing */
     int nknobs, nnodes;
@@ -355,6 +356,16 @@ int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_
 /* cuDNN's heuristics of `mode` (cudnnBackendHeurMode_t) for the graph at b, as listed (each engine once), with
  * their numerical notes as bit masks: how many. */
 int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes, int cap);
+/* ---- what the process learnt about a graph's shape, for its other plans (uc_graph_memo.c) ---- */
+
+/* The memo's key for `what` ("heur;mode=M", "bench") of the graph's shape at b with `engine` (and the caller's knob
+ * choices when with_knobs), on this device and cuDNN; NULL when memory is short (nothing is then kept). */
+char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs);
+/* 1 and *val (len bytes) when key is held with a value of that size, else 0. */
+int uc_gmemo_get(const char *key, void *val, size_t len);
+void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless the memo is full */
+size_t uc_gmemo_entries(void);
+
 /* A finalized variant pack of these uids, pointers and workspace (the caller destroys it): 0 or a status. */
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);

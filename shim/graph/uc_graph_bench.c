@@ -7,7 +7,8 @@
  * executed on scratch buffers (device memory on a GPU, host memory on the host backend) and timed by the
  * clock of uc_device.c: one warm-up, then UC_GBENCH_RUNS timed executions, the median. This is planning time,
  * like cudnnFind: the device is synchronised between executions. Rows carry the engine's global index as the
- * algorithm, its workspace, and determinism from its notes.
+ * algorithm, its workspace, and determinism from its notes. An engine the process already measured on the same
+ * shape at b (for another plan of the same convolution: uc_graph_memo.c) is not measured again.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -50,50 +51,90 @@ static int time_plan(const uc_ggraph *g, void *plan, int npack, const int64_t *u
     return st;
 }
 
-int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count)
-{
-    *count = 0;
-    if (b < 1 || b > g->n || !g->nodes)
-        return uc_status(UC_ST_BAD_PARAM);
-    int64_t engines[UC_G_MAX_CANDIDATES + 1], notes[UC_G_MAX_CANDIDATES + 1];
-    int ne = uc_gb_engines(g, b, engines, notes, UC_G_MAX_CANDIDATES + 1);
+/* The graph's tensors at b on scratch memory, allocated at the first engine the memo cannot answer. */
+typedef struct {
+    int ready, status, n;
     int64_t uids[UC_G_MAX_TENSORS];
     void *bufs[UC_G_MAX_TENSORS];
-    int nbuf = 0, st = 0;
-    for (int i = 0; i < g->ntensors && st == 0; i++) {
+} scratch;
+
+static int scratch_ready(const uc_ggraph *g, int64_t b, scratch *s)
+{
+    for (int i = 0; !s->ready && i < g->ntensors && s->status == 0; i++) {
         const gtensor *t = &g->t[i];
         if (t->virt)
             continue;
         size_t bytes = uc_gb_extent(g, t, b);
         void *p = bytes ? uc_scratch_alloc(bytes) : NULL;
         if (!p) {
-            st = uc_status(bytes ? UC_ST_ALLOC : UC_ST_NOT_SUPPORTED);
+            s->status = uc_status(bytes ? UC_ST_ALLOC : UC_ST_NOT_SUPPORTED);
             break;
         }
-        uids[nbuf] = t->uid;
-        bufs[nbuf++] = p;
+        s->uids[s->n] = t->uid;
+        s->bufs[s->n++] = p;
     }
-    for (int e = 0; st == 0 && e < ne && *count < cap; e++) {
-        int64_t ws = 0;
+    s->ready = 1;
+    return s->status;
+}
+
+/* What the memo keeps of one engine's benchmark. */
+typedef struct {
+    int status;
+    double ms;
+    int64_t ws;
+} bench_row;
+
+/* Engine `engine` planned at b and timed on scratch tensors, or its row from the process's memo (the graph's shape
+ * at b with this engine, built with the same knobs on the same device, measured for another plan): 0 and *out, or
+ * the status for which the scratch tensors could not be had. A row is kept when it is a time or the engine does
+ * not build; not when memory was short. */
+static int measure(const uc_ggraph *g, int64_t b, int64_t engine, int64_t notes, scratch *s, ucudnn_perf *out)
+{
+    char *key = uc_gmemo_key(g, "bench", b, engine, engine == g->engine);
+    bench_row row = {0, 0, 0};
+    int reused = uc_gmemo_get(key, &row, sizeof row);
+    if (!reused) {
+        if (scratch_ready(g, b, s) != 0) {
+            free(key);
+            return s->status;
+        }
         uc_guard++;
-        void *plan = uc_gb_build(g, b, 0, engines[e], &ws);
-        void *wsbuf = plan && ws > 0 ? uc_scratch_alloc((size_t)ws) : NULL;
-        double ms = 0;
-        int rst = !plan ? uc_status(UC_ST_NOT_SUPPORTED)
-                  : ws > 0 && !wsbuf ? uc_status(UC_ST_ALLOC)
-                                     : time_plan(g, plan, nbuf, uids, bufs, wsbuf, &ms);
+        void *plan = uc_gb_build(g, b, 0, engine, &row.ws);
+        void *wsbuf = plan && row.ws > 0 ? uc_scratch_alloc((size_t)row.ws) : NULL;
+        row.status = !plan ? uc_status(UC_ST_NOT_SUPPORTED)
+                     : row.ws > 0 && !wsbuf ? uc_status(UC_ST_ALLOC)
+                                            : time_plan(g, plan, s->n, s->uids, s->bufs, wsbuf, &row.ms);
         uc_scratch_free(wsbuf);
         uc_gb_destroy(plan);
         uc_guard--;
-        uc_log(UC_LOG_DEBUG, "graph benchmark at b=%" PRId64 ": engine %" PRId64 " status %d, %.6g ms, %" PRId64
-               " bytes", b, engines[e], rst, ms, ws);
-        out[*count] = (ucudnn_perf){.algo = (int)engines[e], .status = rst, .time_ms = (float)ms,
-                                    .memory = (size_t)(ws > 0 ? ws : 0),
-                                    .determinism = !(notes[e] & (1 << 4)), .math_type = 0};
-        (*count)++;
+        UC_COUNT(graph_benchmarks, 1);
+        if (row.status == 0 || !plan)
+            uc_gmemo_put(key, &row, sizeof row);
+    } else {
+        UC_COUNT(graph_benchmarks_reused, 1);
     }
-    for (int i = 0; i < nbuf; i++)
-        uc_scratch_free(bufs[i]);
+    free(key);
+    uc_log(UC_LOG_DEBUG, "graph benchmark at b=%" PRId64 ": engine %" PRId64 " status %d, %.6g ms, %" PRId64
+           " bytes%s", b, engine, row.status, row.ms, row.ws, reused ? " (measured before in this process)" : "");
+    *out = (ucudnn_perf){.algo = (int)engine, .status = row.status, .time_ms = (float)row.ms,
+                         .memory = (size_t)(row.ws > 0 ? row.ws : 0), .determinism = !(notes & (1 << 4)),
+                         .math_type = 0};
+    return 0;
+}
+
+int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count)
+{
+    *count = 0;
+    if (b < 1 || b > g->n || !g->nodes)
+        return uc_status(UC_ST_BAD_PARAM);
+    int64_t engines[UC_G_MAX_CANDIDATES + 1], notes[UC_G_MAX_CANDIDATES + 1];
+    int ne = uc_gb_engines(g, b, engines, notes, UC_G_MAX_CANDIDATES + 1), st = 0;
+    scratch s = {.ready = 0, .status = 0, .n = 0};
+    for (int e = 0; st == 0 && e < ne && *count < cap; e++)
+        if ((st = measure(g, b, engines[e], notes[e], &s, &out[*count])) == 0)
+            (*count)++;
+    for (int i = 0; i < s.n; i++)
+        uc_scratch_free(s.bufs[i]);
     if (st != 0)
         uc_log(UC_LOG_DEBUG, "graph benchmark at b=%" PRId64 " failed with status %d", b, st);
     return st;

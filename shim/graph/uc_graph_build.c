@@ -9,6 +9,7 @@
  * recorded, and all but the returned plan are destroyed before returning.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,13 +223,19 @@ void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine_in
  * reduced-precision reduction, non-determinism (cudnnBackendNumericalNote_t 0, 1, 2, 4). */
 #define UC_G_NOTES_FORBIDDEN ((1 << 0) | (1 << 1) | (1 << 2) | (1 << 4))
 
-int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes_out, int cap)
+/* The heuristics' engines as uc_gb_heuristics lists them, and whether the query succeeded (what the memo keeps). */
+typedef struct {
+    int ok, n;
+    int64_t engines[UC_G_MAX_CANDIDATES], notes[UC_G_MAX_CANDIDATES];
+} heur_list;
+
+static heur_list query_heuristics(const uc_ggraph *g, int64_t b, int mode)
 {
     const uc_real_table *r = uc_real();
+    heur_list out = {.ok = 0, .n = 0};
     made_list m = {.n = 0};
     int32_t heur_mode = mode;
     int64_t n = 0;
-    int found = 0;
     uc_guard++;
     void *opgraph = rebuild_graph(g, b, 0, &m), *heur = opgraph ? make(&m, UC_BK_ENGINEHEUR) : NULL;
     void *cfgs[UC_G_MAX_CANDIDATES];
@@ -241,7 +248,8 @@ int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, 
         ok = (cfgs[i] = make(&m, UC_BK_ENGINECFG)) != NULL;
     ok = ok && r->cudnnBackendGetAttribute(heur, UC_A_ENGINEHEUR_RESULTS, UC_AT_BACKEND_DESCRIPTOR,
                                            UC_G_MAX_CANDIDATES, &n, cfgs) == 0;
-    for (int64_t i = 0; ok && found < cap && i < n && i < UC_G_MAX_CANDIDATES; i++) {
+    out.ok = ok;
+    for (int64_t i = 0; ok && i < n && i < UC_G_MAX_CANDIDATES; i++) {
         void *engine = make(&m, UC_BK_ENGINE);
         int64_t count = 0, index = -1, notes = 0;
         int32_t note[16];
@@ -250,21 +258,44 @@ int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, 
                 0 ||
             r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_GLOBAL_INDEX, UC_AT_INT64, 1, &count, &index) != 0 ||
             r->cudnnBackendGetAttribute(engine, UC_A_ENGINE_NUMERICAL_NOTE, UC_AT_NUMERICAL_NOTE, 16, &count, note) !=
-                0)
+                0) {
+            out.ok = 0; /* listed as far as it could be read, and not kept */
             continue;
+        }
         for (int64_t k = 0; k < count && k < 16; k++)
             if (note[k] >= 0 && note[k] < 63)
                 notes |= (int64_t)1 << note[k];
         int seen = index < 0;
-        for (int j = 0; j < found && !seen; j++)
-            seen = engines[j] == index;
+        for (int j = 0; j < out.n && !seen; j++)
+            seen = out.engines[j] == index;
         if (seen)
             continue;
-        engines[found] = index;
-        notes_out[found++] = notes;
+        out.engines[out.n] = index;
+        out.notes[out.n++] = notes;
     }
     destroy_made(&m);
     uc_guard--;
+    return out;
+}
+
+int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes_out, int cap)
+{
+    /* The same graph at the same size gets the same answer: asked once per shape and size in the process. */
+    char what[32];
+    snprintf(what, sizeof what, "heur;mode=%d", mode);
+    char *key = uc_gmemo_key(g, what, b, -1, 0);
+    heur_list list;
+    if (!uc_gmemo_get(key, &list, sizeof list)) {
+        list = query_heuristics(g, b, mode);
+        if (list.ok)
+            uc_gmemo_put(key, &list, sizeof list);
+    }
+    free(key);
+    int found = 0;
+    for (; found < cap && found < list.n; found++) {
+        engines[found] = list.engines[found];
+        notes_out[found] = list.notes[found];
+    }
     return found;
 }
 

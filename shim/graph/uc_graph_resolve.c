@@ -207,7 +207,10 @@ static const char *classify(uc_ggraph *g)
 static void graph_key(uc_ggraph *g)
 {
     uc_sb sb = {0};
-    uc_sb_printf(&sb, "graph;engine=%" PRId64 ";notes=%" PRId64, g->engine, g->notes);
+    uc_sb_printf(&sb, "graph;engine=%" PRId64 ";notes=%" PRId64 ";knobs=", g->engine, g->notes);
+    for (int k = 0; k < g->nknobs; k++)
+        uc_sb_printf(&sb, "%s%" PRId64 ":%" PRId64, k ? "," : "", g->knob_type[k], g->knob_value[k]);
+    g->shape_at = sb.len; /* what follows is the graph's shape, whichever engine runs it */
     for (int i = 0; i < g->nops; i++) {
         const gop *op = &g->ops[i];
         uc_sb_printf(&sb, ";op%d=%d:%" PRId64 ",%" PRId64 ",%" PRId64, i, op->type, op->t[0], op->t[1], op->t[2]);

@@ -73,6 +73,10 @@ def test_graph_report_shows_the_graph_counters() -> None:
     assert row.split()[-6:] == ["7", "123", "2", "9", "+0", "0"] and "2.000x" in row
     legacy = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
     assert "offers" not in legacy[1]
+    assert not any("graph benchmarks" in line for line in lines)  # none were made
+    stats |= {"graph_benchmarks": 40, "graph_benchmarks_reused": 520}
+    lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
+    assert any(line.endswith("conv3d N=16 ucudnn+pressure 40 measured, 520 reused") for line in lines), lines
 
 
 def test_conv3d_model_runs_a_cpu_forward_where_torch_is_installed() -> None:

@@ -10,6 +10,7 @@ which is what a library underneath must survive.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +192,26 @@ def test_divided_plans_are_timed_divided_then_checked(run_client: RunClient, ben
             assert "1 checked (" in summary and "still being checked" not in summary, summary
     # the plan PyTorch runs from its choice on is the divided one, in both modes
     assert divided[12] > divided[3], divided
+
+
+def test_each_engine_is_measured_once_per_shape_and_size_in_a_process(run_client: RunClient, tmp_path: Path) -> None:
+    """PyTorch's benchmark=True builds a plan for every engine configuration, and under a limit each one over it is
+    planned as a kernel of its own (its key names the caller's engine). The graph benchmark of one engine at one
+    size is measured once in the process and reused by the other plans of the same convolution: as many
+    measurements as benchmark=False's single plan needs, the rest reused, and nothing measured twice."""
+    p = Problem("fprop", **LIMITED)
+    inputs = Inputs.make(p)
+    runs = {}
+    for benchmark in (0, 1):
+        env = {"UCUDNN_LOG_LEVEL": "debug", "UCUDNN_DATABASE": str(tmp_path / f"cache{benchmark}.sqlite")}
+        extra = ("--benchmark", str(benchmark), "--calls", "3")
+        runs[benchmark] = run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra, env_extra=env)
+        check_output(run, p, inputs)
+    heuristics, benchmark = runs[0], runs[1]
+    # benchmark=True planned more plans of the convolution than benchmark=False's one
+    assert benchmark.stats["planner_calls"] > heuristics.stats["planner_calls"] > 0, (benchmark.stats, heuristics.stats)
+    measured = re.findall(r"graph benchmark at b=(\d+): engine (-?\d+) status .*bytes$", benchmark.stderr, re.M)
+    assert measured and len(measured) == len(set(measured)), measured
+    assert benchmark.stats["graph_benchmarks"] == len(measured) == heuristics.stats["graph_benchmarks"]
+    assert heuristics.stats["graph_benchmarks_reused"] == 0
+    assert benchmark.stats["graph_benchmarks_reused"] >= len(measured)  # each further plan over the limit reused them

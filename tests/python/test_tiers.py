@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,3 +51,31 @@ def test_gpu_tests_name_the_stack_they_lack(tmp_path: Path) -> None:
     assert any("torch with CUDA" in line for line in skips), skips
     assert any("JAX with its CUDA plugin" in line for line in skips), skips
     assert not any("no nvidia-smi" in line for line in skips), skips
+
+
+def test_each_gpu_test_reports_its_time_as_it_ends(tmp_path: Path) -> None:
+    """A GPU test that ran prints its outcome, duration and time into the session at once (a time-boxed run that is
+    stopped prints no durations table); tests without the marker print nothing of the kind."""
+    if shutil.which("nvidia-smi") is None:  # a stand-in driver, so that the marked test runs instead of skipping
+        smi = tmp_path / "bin" / "nvidia-smi"
+        smi.parent.mkdir()
+        smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\n")
+        smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    tests = tmp_path / "test_marked.py"
+    tests.write_text(
+        "import pytest, time\n"
+        "@pytest.mark.gpu\ndef test_on_the_gpu():\n    time.sleep(0.2)\n"
+        "@pytest.mark.gpu\ndef test_failing_on_the_gpu():\n    assert False\n"
+        "def test_elsewhere():\n    pass\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest", "-c",
+         str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), str(tests)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("gpu test ")]
+    assert len(lines) == 2, proc.stdout + proc.stderr
+    timed = re.fullmatch(r"gpu test \S+::test_on_the_gpu: passed in (\d+\.\d) s, \d+ s in", lines[0])
+    assert timed and float(timed[1]) >= 0.2, lines
+    assert "::test_failing_on_the_gpu: failed in " in lines[1], lines
