@@ -10,9 +10,9 @@ each in a process of its own:
 - ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
 - ``torch+pressure`` and ``ucudnn+pressure``: the same two, with a ballast tensor holding most of the GPU's
   free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
-  the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated at the peak of
-  activations, so workspaces late in backward find more: the report says what each run left unallocated at its
-  own peak);
+  the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated from one forward
+  pass at the step's busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
+  says what each run left unallocated at its own peak);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
@@ -184,6 +184,30 @@ def _shim_stats() -> Callable[[], dict[str, Any]] | None:
 # ---- the worker: one training run in this process ----
 
 
+def model_needs(torch: Any, model: Any, forward: Callable[[], Any]) -> int:
+    """Bytes a training step of ``model`` needs besides convolution workspaces, from one forward pass (``forward``
+    returns the loss): the larger of what the forward pass keeps allocated (weights, the activations saved for
+    backward: the step's peak is as backward starts) and, where the largest activation is produced, what was
+    allocated then plus twice it (late in backward: the activations saved up to there, the gradients of that
+    activation and of its input), plus twice the weights (their gradients and momentum). Adding twice the largest
+    activation to everything the forward pass keeps would count, at the peak, gradients that exist only late in
+    backward: for ResNet's stem (822 MB at N = 256) about 1.6 GB more than the headroom asked for."""
+    largest = [0, 0]  # bytes of the largest output, and what was allocated when it was produced
+
+    def note(_m: Any, _i: Any, out: Any) -> None:
+        if isinstance(out, torch.Tensor) and out.numel() * out.element_size() > largest[0]:
+            largest[0], largest[1] = out.numel() * out.element_size(), torch.cuda.memory_allocated()
+
+    hooks = [m.register_forward_hook(note) for m in model.modules()]
+    loss = forward()
+    kept = torch.cuda.memory_allocated()
+    del loss
+    for h in hooks:
+        h.remove()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return int(max(kept, largest[1] + 2 * largest[0]) + 2 * weights)
+
+
 def _worker(args: argparse.Namespace) -> int:
     import torch
 
@@ -211,23 +235,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     ballast, usable = None, 0
     if args.headroom is not None:
-        # What the model needs besides convolution workspaces: what a forward pass keeps allocated (weights,
-        # activations saved for backward; workspaces are freed after each call), plus gradients and momentum
-        # (twice the weights) and the two largest activations as their gradients pass through backward.
-        largest = [0]
-
-        def note(_m: Any, _i: Any, out: Any) -> None:
-            if isinstance(out, torch.Tensor):
-                largest[0] = max(largest[0], out.numel() * out.element_size())
-
-        hooks = [m.register_forward_hook(note) for m in model.modules()]
-        loss = loss_fn(model(x), target)
-        kept = torch.cuda.memory_allocated()
-        del loss
-        for h in hooks:
-            h.remove()
-        weights = sum(p.numel() * p.element_size() for p in model.parameters())
-        need = kept + 2 * weights + 2 * largest[0]
+        need = model_needs(torch, model, lambda: loss_fn(model(x), target))
         model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info()

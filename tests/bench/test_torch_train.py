@@ -285,3 +285,55 @@ def test_worker_settles_the_checks_then_times_with_the_weights_unchanged(
     assert got["ms_per_iter"] == 5.0
     # usable: 1000 MiB free + 100 MiB allocated; the peak 900 MiB
     assert got["left_at_peak_mib"] == pytest.approx(200.0) and got["ballast_mib"] > 0
+
+
+def _needs(outputs_mib: list[int], weights_mib: int) -> int:
+    """model_needs on a stand-in network whose modules, run in order, each allocate an output of the given size (MiB)
+    that the forward pass keeps, after a 10 MiB input and the weights."""
+    import types
+
+    mib = 1 << 20
+    allocated = [(10 + weights_mib) * mib]
+
+    class Tensor:
+        def __init__(self, nbytes: int) -> None:
+            self.nbytes = nbytes
+
+        def numel(self) -> int:
+            return self.nbytes // 4
+
+        def element_size(self) -> int:
+            return 4
+
+    class Module:
+        def __init__(self, out_mib: int) -> None:
+            self.out_mib = out_mib
+            self.hooks: list[Any] = []
+
+        def register_forward_hook(self, fn: Any) -> Any:
+            self.hooks.append(fn)
+            return types.SimpleNamespace(remove=lambda: self.hooks.remove(fn))
+
+    modules = [Module(m) for m in outputs_mib]
+
+    def forward() -> Any:
+        for m in modules:
+            allocated[0] += m.out_mib * mib
+            out = Tensor(m.out_mib * mib)
+            for fn in list(m.hooks):
+                fn(m, None, out)
+        return Tensor(4)
+
+    torch = types.SimpleNamespace(Tensor=Tensor, cuda=types.SimpleNamespace(memory_allocated=lambda: allocated[0]))
+    model = types.SimpleNamespace(modules=lambda: modules, parameters=lambda: [Tensor(weights_mib * mib)])
+    need: int = tt.model_needs(torch, model, forward)
+    assert all(not m.hooks for m in modules)  # the hooks are removed
+    return need // mib
+
+
+def test_model_needs_count_the_largest_activations_gradients_only_where_they_coexist() -> None:
+    # Largest activation first (ResNet's stem): at the peak, as backward starts, everything kept; the stem's two
+    # gradients come late in backward, with only the activations saved up to the stem: 10 + 5 + 100 + 2 * 100 = 315.
+    assert _needs([100, 50, 50, 50, 50, 20], weights_mib=5) == max(10 + 5 + 320, 315) + 2 * 5
+    # Largest activation last: what was allocated then plus its two gradients.
+    assert _needs([20, 50, 100], weights_mib=5) == 10 + 5 + 170 + 2 * 100 + 2 * 5
