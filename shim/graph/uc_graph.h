@@ -364,7 +364,6 @@ char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engi
 /* 1 and *val (len bytes) when key is held with a value of that size, else 0. */
 int uc_gmemo_get(const char *key, void *val, size_t len);
 void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless the memo is full */
-size_t uc_gmemo_entries(void);
 
 /* A finalized variant pack of these uids, pointers and workspace (the caller destroys it): 0 or a status. */
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);

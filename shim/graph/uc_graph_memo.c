@@ -22,8 +22,8 @@
 
 #include "uc_graph.h"
 
-#define UC_GMEMO_BUCKETS 1024
-#define UC_GMEMO_MAX 16384
+#define UC_GMEMO_BUCKETS 4096
+#define UC_GMEMO_MAX 65536 /* about 350 bytes each for a convolution: at most some 25 MB */
 
 typedef struct memo_ent {
     struct memo_ent *next;
@@ -100,12 +100,4 @@ void uc_gmemo_put(const char *key, const void *val, size_t len)
         }
     }
     pthread_mutex_unlock(&memo_lock);
-}
-
-size_t uc_gmemo_entries(void)
-{
-    pthread_mutex_lock(&memo_lock);
-    size_t n = entries;
-    pthread_mutex_unlock(&memo_lock);
-    return n;
 }

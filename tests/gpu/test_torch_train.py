@@ -45,7 +45,7 @@ def _train(tmp_path: Path, *options: str) -> tuple[str, list[dict[str, Any]]]:
 
 def test_graph_path_trains_alike_under_pressure_and_a_limit(tmp_path: Path) -> None:
     stdout, results = _train(
-        tmp_path, "--api", "graph", "--models", "conv3d:4", "--frames", "8", "--headroom", "64MiB", "--workspace",
+        tmp_path, "--api", "graph", "--models", "conv3d:4", "--frames", "8", "--headroom", "128MiB", "--workspace",
         "8MiB", "--configs", "torch,ucudnn+pressure,ucudnn@8MiB",
     )  # fmt: skip
     assert "offers" in stdout and "FAILED" not in stdout
