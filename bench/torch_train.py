@@ -240,6 +240,9 @@ def _worker(args: argparse.Namespace) -> int:
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info()
         usable = free + torch.cuda.memory_allocated()  # what this process's tensors could take, ballast included
+        # `need` counts what is already allocated (the weights, their initial copy, the input), which `free` no longer
+        # holds: the ballast leaves those bytes a second time, a margin (about 250 MB for ResNet-18 at N = 256) for
+        # what loads after it (the cuDNN kernels backward uses, loaded lazily). The report says what each run left.
         ballast = torch.empty(max(0, free - need - args.headroom), dtype=torch.uint8, device=dev)
         torch.cuda.reset_peak_memory_stats()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
