@@ -93,6 +93,7 @@ class CachingAllocator {
     };
     Block allocate(int64_t bytes);
     int64_t largest_free_block() const { return capacity_ - used_; }
+    void set_capacity(int64_t capacity) { capacity_ = capacity; }  // memory taken by something else, or given back
     int64_t peak() const { return peak_; }
 
   private:

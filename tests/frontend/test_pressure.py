@@ -133,3 +133,27 @@ def test_deterministic_torch_gets_a_deterministic_variant(run_client: RunClient)
     roomy = run_client("torch_v0", p, inputs, extra=extra)  # the same engine undivided, with room for it
     assert engine_index(roomy.report["engine"]) == engine_index(ucudnn.report["engine"])
     assert (roomy.output == ucudnn.output).all()
+
+
+@pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
+def test_memory_that_shrinks_after_the_plans_were_made(run_client: RunClient, op: str, benchmark: int) -> None:
+    """Plans made with room for every workspace, then memory shrinks (other tensors took it: torch_train's pressure
+    runs size their ballast after a forward pass): the cached plan's workspace cannot be had, PyTorch searches again
+    (Conv_v8.cpp catches the out-of-memory error), and under the preload library that search's heuristics carry the
+    variant, decided under the memory left then: the fast engine runs micro-batched instead of the slow one."""
+    p = Problem(op, **SHAPE)
+    inputs = Inputs.make(p)
+    extra = ("--calls", str(CALLS), "--benchmark", str(benchmark), "--shrink-after", "2", "--shrink-to", str(CAPACITY))
+    alone = run_client("torch_v0", p, inputs, capacity=ROOMY, extra=extra)
+    ucudnn = run_client("torch_v0", p, inputs, capacity=ROOMY, preload=True, extra=extra, env_extra=under(ROOMY))
+    check_output(alone, p, inputs)
+    check_output(ucudnn, p, inputs)
+    for run in (alone, ucudnn):
+        first = run.report["call_model_ms"][0]  # the fast engine, undivided, while there was room for it
+        assert run.report["searched_again"] == 1 and steady_ms(run) > first, run.report
+    stats = ucudnn.stats
+    assert stats["graph_offers"] == 1 and stats["graph_split_plans"] >= 1 and stats["graph_verified"] == 1, stats
+    assert stats["graph_rejected_by_measurement"] == 0, stats
+    assert engine_index(ucudnn.report["engine"]) != engine_index(alone.report["engine"])
+    assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))

@@ -9,13 +9,17 @@
 //   - benchmark=True: plans of every INSTANT and FALLBACK config built while the graph lives; those whose
 //     workspace exceeds the allocator's largest free block dropped; the largest remaining workspace allocated
 //     (halved on out of memory); at most benchmark_limit plans timed once each; the fastest that executes kept;
-//   - the kept plan then serves every later call (PyTorch's plan cache), each call allocating its workspace.
+//   - the kept plan then serves every later call (PyTorch's plan cache), each call allocating its workspace; where
+//     that allocation fails, the plan is searched for again as above (Conv_v8.cpp catches the out-of-memory error
+//     of a cached plan), and the new one serves the calls after.
 // Engine configs whose numerical notes include down-conversion are filtered out, as PyTorch does (it also drops
 // non-deterministic ones when asked for determinism, and tensor-core ones for float32 without TF32).
 //
 // Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D --z-alpha A] --data DIR --capacity BYTES
 //                 [--benchmark 0|1 --benchmark-limit L --calls K --deterministic 0|1]
+//                 [--shrink-after J --shrink-to BYTES]: after J calls the allocator holds BYTES (memory other
+//                 tensors took), and under the preload library its stand-in for the device's free memory follows
 // Prints one JSON object (the configs tried, engine, workspace, times, the output's checksum, and the time of each
 // call the kept plan served after the first: host wall clock, and the host backend's model clock where it has one);
 // exit status 0 when the op ran, 1 when no engine ran it, 2 on bad usage.
@@ -23,9 +27,13 @@
 #include <cudnn_frontend_find_plan.h>
 #include <cudnn_frontend_get_plan.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "client.h"
 
@@ -307,6 +315,18 @@ std::unique_ptr<fe::ExecutionPlan> search_benchmark(Session &s, int64_t limit, J
     return nullptr;
 }
 
+// Memory shrinks to `bytes`: the allocator's, and -- under the preload library, whose export this looks up -- the
+// stand-in for the device's free memory the preload library reads (on a GPU the driver would report the drop).
+void shrink(Session &s, int64_t bytes) {
+    s.alloc.set_capacity(bytes);
+    using set_option_fn = int (*)(const char *, const char *);
+    if (void *sym = dlsym(RTLD_DEFAULT, "ucudnn_set_option")) {
+        set_option_fn set_option;
+        std::memcpy(&set_option, &sym, sizeof set_option);
+        set_option("UCUDNN_HOST_DEVICE_MEMORY", std::to_string(bytes).c_str());
+    }
+}
+
 Data load(const rc::Problem &p, const std::string &dir) {
     Data d;
     d.x = rc::read_file(dir + "/x.bin", rc::Problem::count(p.xdim) * p.elem);
@@ -326,6 +346,7 @@ int run(int argc, char **argv) {
     std::string dir = args.str("data");
     bool benchmark = args.num("benchmark", "0") != 0;
     int64_t limit = args.num("benchmark-limit", "10"), calls = args.num("calls", "1");
+    int64_t shrink_after = args.num("shrink-after", "0"), shrink_to = args.num("shrink-to", "0");
     s.data = load(s.p, dir);
     Json out;
     out.field("program", "torch_v0").field("op", s.p.op_name).field("benchmark", benchmark);
@@ -339,13 +360,23 @@ int run(int argc, char **argv) {
     } catch (fe::cudnnException &e) {
         error = e.what();
     }
-    int64_t executed = plan ? 1 : 0;
+    int64_t executed = plan ? 1 : 0, searched_again = 0;
     std::vector<double> wall_ms, model_ms;
+    Json again;  // what a search after a cached plan's out-of-memory reports
     for (; plan && executed < calls; executed++) {  // PyTorch's plan cache serves these
+        if (shrink_after > 0 && executed == shrink_after) shrink(s, shrink_to);
         rc::CallTimer timer;
-        run_plan(s, *plan);
-        timer.stop(wall_ms, model_ms);
+        try {
+            run_plan(s, *plan);
+        } catch (rc::OutOfMemory &) {  // its workspace cannot be had any more: search again, as PyTorch does
+            searched_again++;
+            plan = benchmark ? search_benchmark(s, limit ? limit : 10000, again) : search_heuristics(s);
+            if (!plan) error = "unable to find an engine to execute this computation";
+        }
+        if (plan) timer.stop(wall_ms, model_ms);
     }
+    out.field("searched_again", searched_again);
+    if (searched_again && benchmark) out.raw("search_again", again.str());
     out.raw("tried", Json::array(s.tried, [](const std::string &t) { return t; }));
     if (plan) {
         out.field("status", "ok").field("engine", plan->getTag()).field("workspace", plan->getWorkspaceSize());
