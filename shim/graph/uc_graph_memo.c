@@ -39,7 +39,7 @@ static size_t entries;
 
 static uint64_t fnv1a(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a, 64 bits */
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
