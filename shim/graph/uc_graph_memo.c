@@ -57,7 +57,7 @@ char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engi
 {
     if (!g->key)
         return NULL;
-    char backend[320];
+    char backend[UC_BACKEND_ID_MAX];
     uc_backend_id(backend, sizeof backend);
     uc_sb sb = {0};
     uc_sb_printf(&sb, "%s;b=%" PRId64 ";engine=%" PRId64 ";knobs=", what, b, engine);
