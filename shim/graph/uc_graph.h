@@ -354,17 +354,9 @@ void uc_gb_destroy(void *plan);
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes, int cap);
 int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_GLOBAL_COUNT, -1 unknown */
 /* cuDNN's heuristics of `mode` (cudnnBackendHeurMode_t) for the graph at b, as listed (each engine once), with
- * their numerical notes as bit masks: how many. */
+ * their numerical notes as bit masks: how many. Asked of cuDNN once per shape, size and mode in a process (the
+ * memo below). */
 int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, int64_t *notes, int cap);
-/* ---- what the process learnt about a graph's shape, for its other plans (uc_graph_memo.c) ---- */
-
-/* The memo's key for `what` ("heur;mode=M", "bench") of the graph's shape at b with `engine` (and the caller's knob
- * choices when with_knobs), on this device and cuDNN; NULL when memory is short (nothing is then kept). */
-char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs);
-/* 1 and *val (len bytes) when key is held with a value of that size, else 0. */
-int uc_gmemo_get(const char *key, void *val, size_t len);
-void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless the memo is full */
-
 /* A finalized variant pack of these uids, pointers and workspace (the caller destroys it): 0 or a status. */
 int uc_gb_variant_pack(int npack, const int64_t *uids, void *const *ptrs, void *ws, void **out);
 int uc_gb_is_wgrad(const uc_ggraph *g);
@@ -379,8 +371,19 @@ size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t
  * memory is short). */
 char *uc_graph_debug_json(void *plan);
 
+/* ---- what the process learnt about a graph's shape, for its other plans (uc_graph_memo.c) ---- */
+
+/* The memo's key for `what` ("heur;mode=M", "bench") of the graph's shape at b with `engine` (and the caller's knob
+ * choices when with_knobs), on this device and cuDNN; NULL when memory is short (nothing is then kept). */
+char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs);
+/* 1 and *val (len bytes) when key is held with a value of that size, else 0. */
+int uc_gmemo_get(const char *key, void *val, size_t len);
+void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless the memo is full */
+
 /* ---- benchmarking for the planner (uc_graph_bench.c) ---- */
 
+/* Every engine uc_gb_engines admits at b, planned and timed on scratch tensors (or answered by the memo where
+ * the process measured it before): rows into out, 0 or the status that stopped it. */
 int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);
 
 /* ---- the hooks (uc_graph_hooks.c), called by the generated entry points ---- */
