@@ -290,6 +290,8 @@ uc_ggraph *uc_graph_resolve(void *desc, int is_cfg);
 /* Free a resolved graph (its decision dropped first: uc_gsplit_free). */
 void uc_graph_free(uc_ggraph *g);
 int uc_graph_op_code(const uc_ggraph *g); /* UCUDNN_OP_* of the graph's convolution */
+/* The caller's knob choices as the keys write them (type:value, comma-separated). */
+void uc_graph_knobs_text(uc_sb *sb, const uc_ggraph *g);
 
 /* ---- the parts a plan runs in (uc_graph_parts.c) ---- */
 
@@ -374,8 +376,10 @@ char *uc_graph_debug_json(void *plan);
 /* ---- what the process learnt about a graph's shape, for its other plans (uc_graph_memo.c) ---- */
 
 /* The memo's key for `what` ("heur;mode=M", "bench") of the graph's shape at b with `engine` (and the caller's knob
- * choices when with_knobs), on this device and cuDNN; NULL when memory is short (nothing is then kept). */
-char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs);
+ * choices when with_knobs), on `backend` (uc_backend_id: this device and cuDNN); NULL when memory is short
+ * (nothing is then kept). */
+char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs,
+                   const char *backend);
 /* 1 and *val (len bytes) when key is held with a value of that size, else 0. */
 int uc_gmemo_get(const char *key, void *val, size_t len);
 void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless the memo is full */

@@ -88,9 +88,10 @@ typedef struct {
  * at b with this engine, built with the same knobs on the same device, measured for another plan): 0 and *out, or
  * the status for which the scratch tensors could not be had. A row is kept when it is a time or the engine does
  * not build; not when memory was short. */
-static int measure(const uc_ggraph *g, int64_t b, int64_t engine, int64_t notes, scratch *s, ucudnn_perf *out)
+static int measure(const uc_ggraph *g, int64_t b, int64_t engine, int64_t notes, const char *backend, scratch *s,
+                   ucudnn_perf *out)
 {
-    char *key = uc_gmemo_key(g, "bench", b, engine, engine == g->engine);
+    char *key = uc_gmemo_key(g, "bench", b, engine, engine == g->engine, backend);
     bench_row row = {0, 0, 0};
     int reused = uc_gmemo_get(key, &row, sizeof row);
     if (!reused) {
@@ -130,8 +131,10 @@ int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *cou
     int64_t engines[UC_G_MAX_CANDIDATES + 1], notes[UC_G_MAX_CANDIDATES + 1];
     int ne = uc_gb_engines(g, b, engines, notes, UC_G_MAX_CANDIDATES + 1), st = 0;
     scratch s = {.ready = 0, .status = 0, .n = 0};
+    char backend[UC_BACKEND_ID_MAX]; /* the device and cuDNN, once for all the engines */
+    uc_backend_id(backend, sizeof backend);
     for (int e = 0; st == 0 && e < ne && *count < cap; e++)
-        if ((st = measure(g, b, engines[e], notes[e], &s, &out[*count])) == 0)
+        if ((st = measure(g, b, engines[e], notes[e], backend, &s, &out[*count])) == 0)
             (*count)++;
     for (int i = 0; i < s.n; i++)
         uc_scratch_free(s.bufs[i]);

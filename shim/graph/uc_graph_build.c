@@ -283,7 +283,9 @@ int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, 
     /* The same graph at the same size gets the same answer: asked once per shape and size in the process. */
     char what[32];
     snprintf(what, sizeof what, "heur;mode=%d", mode);
-    char *key = uc_gmemo_key(g, what, b, -1, 0);
+    char backend[UC_BACKEND_ID_MAX];
+    uc_backend_id(backend, sizeof backend);
+    char *key = uc_gmemo_key(g, what, b, -1, 0, backend);
     heur_list list;
     if (!uc_gmemo_get(key, &list, sizeof list)) {
         list = query_heuristics(g, b, mode);

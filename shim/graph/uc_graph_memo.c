@@ -53,16 +53,15 @@ static memo_ent *find(const char *key, uint64_t h)
     return NULL;
 }
 
-char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs)
+char *uc_gmemo_key(const uc_ggraph *g, const char *what, int64_t b, int64_t engine, int with_knobs,
+                   const char *backend)
 {
     if (!g->key)
         return NULL;
-    char backend[UC_BACKEND_ID_MAX];
-    uc_backend_id(backend, sizeof backend);
     uc_sb sb = {0};
     uc_sb_printf(&sb, "%s;b=%" PRId64 ";engine=%" PRId64 ";knobs=", what, b, engine);
-    for (int k = 0; with_knobs && k < g->nknobs; k++)
-        uc_sb_printf(&sb, "%s%" PRId64 ":%" PRId64, k ? "," : "", g->knob_type[k], g->knob_value[k]);
+    if (with_knobs)
+        uc_graph_knobs_text(&sb, g);
     uc_sb_printf(&sb, ";%s%s", backend, g->key + g->shape_at);
     return uc_sb_take(&sb);
 }

@@ -204,12 +204,17 @@ static const char *classify(uc_ggraph *g)
     return NULL;
 }
 
+void uc_graph_knobs_text(uc_sb *sb, const uc_ggraph *g)
+{
+    for (int k = 0; k < g->nknobs; k++)
+        uc_sb_printf(sb, "%s%" PRId64 ":%" PRId64, k ? "," : "", g->knob_type[k], g->knob_value[k]);
+}
+
 static void graph_key(uc_ggraph *g)
 {
     uc_sb sb = {0};
     uc_sb_printf(&sb, "graph;engine=%" PRId64 ";notes=%" PRId64 ";knobs=", g->engine, g->notes);
-    for (int k = 0; k < g->nknobs; k++)
-        uc_sb_printf(&sb, "%s%" PRId64 ":%" PRId64, k ? "," : "", g->knob_type[k], g->knob_value[k]);
+    uc_graph_knobs_text(&sb, g);
     g->shape_at = sb.len; /* what follows is the graph's shape, whichever engine runs it */
     for (int i = 0; i < g->nops; i++) {
         const gop *op = &g->ops[i];
