@@ -79,10 +79,11 @@ def test_declared_enum_values_are_cudnns(ours: str, theirs: tuple[str, ...]) -> 
 
 
 def test_declared_functions_exist_in_cudnn() -> None:
-    header = (wheel_include() / "cudnn_graph.h").read_text()
+    include = wheel_include()
+    header, installed = (include / "cudnn_graph.h").read_text(), installed_version(include)
     ours = re.findall(r"^cudnnStatus_t (cudnn\w+)\(", (INCLUDE / "cudnn_graph_abi.h").read_text(), re.M)
     assert len(ours) == 7
     newer = {"cudnnGetExecutionPlanWorkspaceSize": (9, 23)}  # what a function needs of the wheel
     for fn in ours:
-        if installed_version(wheel_include()) >= newer.get(fn, (9, 0)):
+        if installed >= newer.get(fn, (9, 0)):
             assert re.search(rf"\b{fn}\s*\(", header), f"{fn} is not in cudnn_graph.h"
