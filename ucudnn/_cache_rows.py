@@ -20,8 +20,20 @@ _SQLITE_INT_MAX = 2**63 - 1
 _KNOWN_POLICIES = config.BY_NAME["UCUDNN_BATCH_SIZE_POLICY"].choices
 
 
+# A stored benchmark row's status for an Unallocated algorithm. A run holding one is complete only for workspace
+# limits below what that algorithm needs (see Cache.get_benchmarks).
+UNALLOCATED = -2
+
+
 class CacheError(ValueError):
     """Bad input to the cache (an invalid import file, a bad argument); the message says what and where."""
+
+
+@dataclass(frozen=True)
+class Unallocated(AlgoPerf):
+    """An algorithm a benchmark could not give memory to -- its workspace beside the search's own tensors, or more
+    than the workspace a ``Find*Ex`` offered: not measured (``time_ms`` is ``inf``), unlike an algorithm that cannot
+    run at all; ``workspace_bytes`` is what it needs."""
 
 
 @dataclass(frozen=True)

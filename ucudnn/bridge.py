@@ -9,10 +9,17 @@ fails here with a message saying to rebuild, instead of misbehaving later.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
 from ucudnn import __version__
+from ucudnn._abi import (
+    CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+    CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+    UCUDNN_V8_STATUS_ALLOC_FAILED,
+)
+from ucudnn._cache_rows import Unallocated
 from ucudnn.optimizer import AlgoPerf
 
 try:
@@ -43,6 +50,17 @@ __all__ = [
 
 NO_SHIM: int = lib.UCUDNN_BRIDGE_NO_SHIM
 ABI_VERSION: int = lib.UCUDNN_ABI_VERSION
+
+
+# Statuses of a search row whose memory could not be allocated: cuDNN 9's two, and cuDNN 8's (2 means nothing else
+# in cuDNN 9, nor 4003/4004 in cuDNN 8).
+_ALLOCATION_FAILED = frozenset(
+    {
+        CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+        CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+        UCUDNN_V8_STATUS_ALLOC_FAILED,
+    }
+)
 
 
 def _check_build() -> None:
@@ -177,7 +195,8 @@ def benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
 
     ``bench_ctx`` is the request's ``bench_ctx`` pointer, valid only while that request is being planned.
     Returns the algorithms that ran (status 0, finite non-negative time), fastest first as the shim reports
-    them; raises BridgeError if the benchmark itself failed.
+    them, then those the search could not allocate memory for (``Unallocated``: time ``inf``, the workspace they
+    need). Raises BridgeError if the benchmark itself failed.
     """
     out = ffi.new("ucudnn_perf[]", capacity)
     count = ffi.new("int *")
@@ -186,10 +205,13 @@ def benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
     for i in range(min(int(count[0]), capacity)):
         row = out[i]
         time_ms = float(row.time_ms)
-        if row.status != 0 or not (time_ms >= 0.0) or time_ms == float("inf"):
+        unallocated = row.status in _ALLOCATION_FAILED
+        if unallocated:
+            time_ms = math.inf
+        elif row.status != 0 or not (time_ms >= 0.0) or time_ms == math.inf:
             continue
         rows.append(
-            AlgoPerf(
+            (Unallocated if unallocated else AlgoPerf)(
                 batch=batch,
                 algo=int(row.algo),
                 time_ms=time_ms,
@@ -198,4 +220,5 @@ def benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
                 math_type=int(row.math_type),
             )
         )
+    rows.sort(key=lambda p: isinstance(p, Unallocated))  # stable: measured rows first, in the shim's order
     return rows

@@ -36,9 +36,11 @@ from ucudnn import config
 from ucudnn._cache_rows import (
     EXPORT_FORMAT,
     SCHEMA_VERSION,
+    UNALLOCATED,
     BenchmarkRow,
     CacheError,
     PlanKey,
+    Unallocated,
     Verdict,
     check_key,
     check_positive,
@@ -61,11 +63,13 @@ __all__ = [
     "EXPORT_FORMAT",
     "LOCK_WAIT_S",
     "SCHEMA_VERSION",
+    "UNALLOCATED",
     "WAIT_NOTICE_S",
     "BenchmarkRow",
     "Cache",
     "CacheError",
     "PlanKey",
+    "Unallocated",
     "Verdict",
     "foreign_reason",
 ]
@@ -186,11 +190,16 @@ class Cache:
         workspace_limit_bytes: int | None = None,
         deterministic_only: bool = False,
         include_failed: bool = False,
+        complete_within: int | None = None,
     ) -> dict[int, list[AlgoPerf]]:
         """The stored runs among ``batches``: {b: perfs} for every b benchmarked (an empty list means it was
         measured and nothing qualifies); sizes never benchmarked are absent. Rows are filtered here, at read
         time, by the optional limit and determinism; failed algorithms come back (with ``inf`` time) only
-        with ``include_failed``. Rows are ordered by (algo, math type)."""
+        with ``include_failed``. Rows are ordered by (algo, math type).
+
+        With ``complete_within``, a run that could not give memory to an algorithm needing at most that many bytes
+        of workspace (a row with status ``UNALLOCATED``) is absent too: it says nothing of that algorithm, which a
+        plan within that limit could run, so the size must be measured again."""
         wanted = sorted(set(batches))
         out: dict[int, list[AlgoPerf]] = {}
         if not wanted:
@@ -202,6 +211,7 @@ class Cache:
         ):
             if is_int(b, 1):
                 out[b] = []
+        short: set[int] = set()
         rows = self._store.read(
             "SELECT batch, algo, status, time_ms, workspace_bytes, deterministic, math_type FROM benchmarks "
             f"WHERE key = ? AND backend_id = ? AND batch IN ({marks}) ORDER BY batch, algo, math_type",
@@ -217,6 +227,8 @@ class Cache:
                 log.warning("ignoring a malformed benchmark row in %s for %s: %r", self, key, (b, algo, status, t, ws))
                 continue
             row = BenchmarkRow(b, algo, status, math.inf if t is None else float(t), ws, bool(det), mt)
+            if status == UNALLOCATED and complete_within is not None and ws <= complete_within:
+                short.add(b)
             if b not in out or (not row.usable and not include_failed):
                 continue
             if workspace_limit_bytes is not None and row.workspace_bytes > workspace_limit_bytes:
@@ -224,7 +236,7 @@ class Cache:
             if deterministic_only and not row.deterministic:
                 continue
             out[b].append(row.to_perf())
-        return out
+        return {b: perfs for b, perfs in out.items() if b not in short}
 
     def get_benchmark(self, key: str, backend_id: str, batch: int, **filters: Any) -> list[AlgoPerf] | None:
         """One size's stored run (see ``get_benchmarks``), or None if ``batch`` was never benchmarked."""

@@ -166,6 +166,17 @@ VARIABLES: tuple[Var, ...] = (
         readers=("shim",),
     ),
     Var(
+        "UCUDNN_HOST_FIND_MEMORY",
+        Kind.STRING,
+        "",
+        "Host backend only, for tests: the device memory (bytes) Find* may allocate for its own tensors and "
+        "workspaces, as on a GPU whose memory the framework holds (tensors that do not fit fail the call; an "
+        "algorithm whose workspace does not fit beside them is reported as an allocation failure). Unset: no bound.",
+        readers=("host",),
+        pattern="[0-9]{1,15}",
+        expected="a number of bytes (up to 15 digits), e.g. 4194304",
+    ),
+    Var(
         "UCUDNN_HOST_FIND_SKEW",
         Kind.STRING,
         "",

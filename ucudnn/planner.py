@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from ucudnn import config
 from ucudnn import policy as _policy
-from ucudnn.cache import Cache, CacheError, PlanKey, Verdict
+from ucudnn.cache import UNALLOCATED, BenchmarkRow, Cache, CacheError, PlanKey, Unallocated, Verdict
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
@@ -44,6 +44,7 @@ CALL_COST = "call_cost_ms"
 
 log = get_logger("planner")
 
+# Measures every algorithm at a micro-batch size; an algorithm it could not give memory to is an Unallocated row.
 Benchmark = Callable[[int], Sequence[AlgoPerf]]
 _T = TypeVar("_T")
 
@@ -104,6 +105,8 @@ class NetworkKernel:
 class _Measured:
     perfs: tuple[AlgoPerf, ...]
     unusable_sizes: tuple[int, ...]  # benchmark raised or returned nothing
+    # measured now without memory for an algorithm within the limit (a plan from them may miss a faster one)
+    short_sizes: tuple[int, ...] = ()
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -280,7 +283,9 @@ class Planner:
                 return self._checked(pk, cached, floor, req.algo_count)
 
         sizes = candidate_batch_sizes(req.batch, pol)
-        measured = self._measure(req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor)
+        measured = self._measure(
+            req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor, workspace_limit_bytes
+        )
         problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
         if slack == 0.0:
             undivided = (measured.perfs, req.batch, workspace_limit_bytes, BatchSizePolicy.UNDIVIDED, deterministic)
@@ -291,9 +296,13 @@ class Planner:
         if measured.unusable_sizes:
             note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
             result = PlanResult(result.status, result.plan, result.message + note)
+        if measured.short_sizes:
+            note = f" (sizes measured without memory for every algorithm: {', '.join(map(str, measured.short_sizes))})"
+            result = PlanResult(result.status, result.plan, result.message + note)
         if result.status is Status.OPTIMAL and result.plan is not None:
-            # Plans made without some sizes are not stored: the next request measures those sizes again.
-            if persist and not measured.unusable_sizes:
+            # Plans made without some sizes, or from runs that could not try every algorithm within the limit, are
+            # not stored: the next request measures those sizes again.
+            if persist and not measured.unusable_sizes and not measured.short_sizes:
                 self._store_plan(pk, result.plan)
             log.info(
                 "planned %s at N=%d under %d B: %d micro-batch(es), %.6g ms, %d B",
@@ -405,7 +414,9 @@ class Planner:
         workspace_limit_bytes = _capped(settings, kernel.key, kernel.op, workspace_limit_bytes)
         sizes = candidate_batch_sizes(kernel.batch, pol)
         floor = self.call_cost_ms(backend_id)
-        measured = self._measure(kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor)
+        measured = self._measure(
+            kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor, workspace_limit_bytes
+        )
         return _optimize(pareto_front, measured.perfs, kernel.batch, workspace_limit_bytes, pol, deterministic)
 
     # ---------------------------------------------------------------- internals
@@ -424,16 +435,28 @@ class Planner:
             log.warning("cannot store a plan in %s: %s", self.cache, exc)
 
     def _measure(
-        self, key: str, backend_id: str, sizes: Sequence[int], algo_count: int, benchmark: Benchmark, floor: float
+        self,
+        key: str,
+        backend_id: str,
+        sizes: Sequence[int],
+        algo_count: int,
+        benchmark: Benchmark,
+        floor: float,
+        limit: int,
     ) -> _Measured:
         """Usable measurements at ``sizes`` (cached where possible), with algorithms outside range(algo_count)
-        and algorithms that could not run dropped, each time at least ``floor`` ms (the cost of a call)."""
+        and algorithms that could not run dropped, each time at least ``floor`` ms (the cost of a call).
+
+        A stored run that could not give memory to an algorithm within ``limit`` (an ``Unallocated`` row, stored as
+        ``UNALLOCATED``, never as an algorithm that cannot run) is measured again: memory may be free now. A plan
+        made from a fresh run like that is not stored."""
         try:
-            stored = self.cache.get_benchmarks(key, backend_id, sizes)
+            stored = self.cache.get_benchmarks(key, backend_id, sizes, complete_within=limit)
         except (sqlite3.Error, CacheError) as exc:
             log.warning("cannot read benchmarks from %s (%s); benchmarking afresh", self.cache, exc)
             stored = {}
         unusable: list[int] = []
+        short: list[int] = []
         for b in sorted(sizes, reverse=True):
             if b in stored:
                 continue
@@ -441,8 +464,23 @@ class Planner:
             if rows is None:
                 unusable.append(b)
                 continue
+            unallocated = [p for p in rows if isinstance(p, Unallocated)]
+            if any(p.workspace_bytes <= limit for p in unallocated):
+                short.append(b)
+                log.info("benchmark of %s at b=%d could not allocate memory for %d algorithm(s) within %d B",
+                         key, b, len(unallocated), limit)  # fmt: skip
             try:
-                self.cache.put_benchmark(key, backend_id, b, rows)
+                self.cache.put_benchmark(
+                    key,
+                    backend_id,
+                    b,
+                    [
+                        dataclasses.replace(BenchmarkRow.from_perf(p), status=UNALLOCATED)
+                        if isinstance(p, Unallocated)
+                        else p
+                        for p in rows
+                    ],
+                )
             except (sqlite3.Error, CacheError) as exc:
                 log.warning("cannot store benchmarks of %s at b=%d in %s: %s", key, b, self.cache, exc)
             stored[b] = rows
@@ -452,7 +490,7 @@ class Planner:
             for p in stored[b]
             if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0
         )
-        return _Measured(perfs, tuple(sorted(unusable)))
+        return _Measured(perfs, tuple(sorted(unusable)), tuple(sorted(short)))
 
     @staticmethod
     def _run_benchmark(key: str, b: int, benchmark: Benchmark) -> list[AlgoPerf] | None:

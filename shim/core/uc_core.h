@@ -185,6 +185,9 @@ void uc_tensor_destroy(cudnnTensorDescriptor_t desc);
 int uc_status(enum uc_status_kind kind);
 /* 1 if `status` says the call was refused for its arguments (bad param / not supported): nothing ran. */
 int uc_status_refused(int status);
+/* Whether `status` says memory could not be allocated (cuDNN 8's ALLOC_FAILED; cuDNN 9's host or device
+ * allocation failures), in the numbering of the library forwarded to. */
+int uc_status_alloc_failed(int status);
 
 /* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
 

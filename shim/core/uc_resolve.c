@@ -264,3 +264,11 @@ int uc_status_refused(int status)
                status == UCUDNN_V8_STATUS_INVALID_VALUE;
     return status >= 2000 && status < 4000;
 }
+
+int uc_status_alloc_failed(int status)
+{
+    if (known()->major == 8)
+        return status == UCUDNN_V8_STATUS_ALLOC_FAILED;
+    return status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+           status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+}

@@ -230,7 +230,7 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         uc_log(UC_LOG_DEBUG, "%s passes through: %s", uc_op_name(a->k->op), why);
         return (cudnnStatus_t)call_original(a);
     }
-    uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv};
+    uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv, NULL};
     uc_exec_decision d;
     uc_plan *p = uc_decide_exec(&c, a->algo, a->ws, a->ws_bytes, &d);
     if (!p || p->count == 0) {

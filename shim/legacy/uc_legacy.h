@@ -79,13 +79,25 @@ int uc_tensor_clone_of(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescri
 
 /* ---- the real library's answers about one call (uc_call.c) ---- */
 
-/* One hooked call as planning sees it: the handle and the caller's descriptors at the call's N. */
+/* A Find*Ex call's own buffers and workspace, in the shim's roles (x is dx for BackwardData, y is dy for the
+ * backward ops, w is dw for BackwardFilter; the op's output is the one cuDNN may overwrite), and the rows the
+ * real Find*Ex measured on them at the call's N. */
+typedef struct {
+    void *x, *w, *y, *ws;
+    size_t ws_bytes;
+    const ucudnn_perf *rows;
+    int nrows;
+} uc_found;
+
+/* One hooked call as planning sees it: the handle and the caller's descriptors at the call's N; for a Find*Ex,
+ * its buffers (planning benchmarks on them, as the caller's own search did: NULL elsewhere). */
 typedef struct {
     cudnnHandle_t handle;
     const uc_kernel *k;
     cudnnTensorDescriptor_t x, y;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
+    const uc_found *found;
 } uc_call;
 
 /* 1 deterministic, 0 not, -1 not reported; several rows per algorithm (math types): any deterministic one counts. */
@@ -99,6 +111,10 @@ int uc_real_search(int find, const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
 int uc_real_get_v7(const uc_call *c, ucudnn_perf *rows, int cap, int *n);
 int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
                  int cap, int *n);
+/* The real Find*Ex of the call's op on c->found's buffers and workspace, at descriptors x/y (clones of the call's
+ * at a smaller N address the first samples of the same buffers), *n clamped as above. */
+int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
+                    int cap, int *n);
 /* The real workspace query of `op` with exactly these arguments (x is dx for BackwardData, y is dy for the
  * backward ops, w is dw for BackwardFilter). */
 int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,

@@ -24,16 +24,38 @@ static atomic_int fallback_announced, store_announced;
 
 /* ---- benchmarking the call for the planner (ucudnn_benchmark) ---- */
 
-/* The real Find at `batch` samples, on descriptors cloned at that size. */
+/* Rows the search could not give memory to (their workspace, or the search's own tensors): the workspace each
+ * needs, where the search did not say, so the planner knows for which limits the benchmark is incomplete. */
+static void fill_unallocated(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+                             ucudnn_perf *rows, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (uc_status_alloc_failed(rows[i].status) && rows[i].memory == 0 &&
+            uc_real_ws(c, x, y, c->conv, rows[i].algo, &rows[i].memory) != 0)
+            rows[i].memory = 0;
+}
+
+/* The real search at `batch` samples, on descriptors cloned at that size: Find*Ex on the caller's buffers and
+ * workspace where the call is one (at its own N, the rows its search just measured), else Find on buffers of
+ * the library's own. */
 static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)
 {
     const uc_call *c = subject;
+    const uc_found *f = c->found;
+    if (f && f->rows && batch == c->k->x.dims[0]) {
+        *n = f->nrows < cap ? f->nrows : cap;
+        memcpy(rows, f->rows, sizeof *rows * (size_t)*n);
+        fill_unallocated(c, c->x, c->y, rows, *n);
+        return 0;
+    }
     cudnnTensorDescriptor_t x = NULL, y = NULL;
     int st = uc_tensor_clone(&c->k->x, batch, &x);
     if (st == 0)
         st = uc_tensor_clone(&c->k->y, batch, &y);
     if (st == 0)
-        st = uc_real_find(c, x, y, rows, cap, n);
+        st = f ? uc_real_find_ex(c, x, y, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
+    if (st == 0)
+        fill_unallocated(c, x, y, rows, *n);
     uc_tensor_destroy(x);
     uc_tensor_destroy(y);
     return st;

@@ -151,7 +151,7 @@ static cudnnStatus_t workspace_size(int op, cudnnHandle_t handle, cudnnTensorDes
 {
     uc_kernel k;
     const char *why = bytes ? uc_kernel_read(&k, op, x, w, conv, y, NULL) : "NULL";
-    uc_call c = {handle, &k, x, y, w, conv};
+    uc_call c = {handle, &k, x, y, w, conv, NULL};
     if (!why && plan_workspace(&c, algo, bytes))
         return CUDNN_STATUS_SUCCESS;
     return (cudnnStatus_t)uc_real_workspace_size(op, handle, x, w, conv, y, algo, bytes);
@@ -170,7 +170,7 @@ static cudnnStatus_t search(qkind kind, int op, cudnnHandle_t handle, cudnnTenso
     const char *why = (requested < 1 || requested > UC_MAX_ROWS || !returned || !out)
                           ? "arguments the shim leaves to cuDNN"
                           : uc_kernel_read(&k, op, x, w, conv, y, NULL);
-    uc_call c = {handle, &k, x, y, w, conv};
+    uc_call c = {handle, &k, x, y, w, conv, NULL};
     if (why) /* the caller's exact arguments */
         return (cudnnStatus_t)uc_real_search(kind == Q_FIND, &c, x, y, requested, returned, out);
     ucudnn_perf rows[UC_MAX_ROWS];
@@ -212,7 +212,11 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
     if (n < 0 || n > UC_MAX_ROWS)
         n = 0;
     size_t ws_cap = uc_cfg_exec_cap();
-    uc_call c = {handle, &k, x, y, w, conv};
+    /* Planning benchmarks on the caller's buffers and workspace, as its own search did: under memory pressure
+     * the workspace it could allocate is all there is, and a search on buffers of the library's own would have
+     * to allocate every tensor again (at large micro-batches, often more than is free). Roles as uc_found's. */
+    uc_found found = {(void *)xp, (void *)wp, (void *)yp, ws, ws_bytes, rows, n};
+    uc_call c = {handle, &k, x, y, w, conv, st == 0 ? &found : NULL};
     return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, ws_bytes, st, rows, n, requested, returned, out);
 }
 

@@ -213,3 +213,60 @@ def test_bad_timing_value_warns_and_measures(host_lib_path: str) -> None:
     assert stderr.count("UCUDNN_HOST_TIMING") == 1, "read once per process"
     find1, _, v7, _ = results["FWD/4"]
     assert any(a != b for a, b in zip(find1, v7, strict=True)), "measured, not modelled, times"
+
+
+FIND_MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from ucudnn import cudnn as C
+    cd = C.load(sys.argv[1])
+    x = np.zeros((4, 8, 12, 12), np.float32)
+    w = np.zeros((16, 8, 3, 3), np.float32)
+    y = np.zeros((4, 16, 12, 12), np.float32)
+    out = {}
+    with cd.handle() as h:
+        spec = C.ConvSpec((1, 1))
+        for op in C.Op:
+            try:
+                rows = cd.find(h, op, x, w, y, spec)
+                out[op.name] = [[r.algo, r.status, r.memory_bytes] for r in rows]
+            except C.CudnnError as exc:
+                out[op.name] = exc.status
+            ex = cd.find(h, op, x, w, y, spec, ex=True, workspace=np.zeros(1 << 22, np.uint8))
+            out[op.name + "/ex"] = [[r.algo, r.status, r.memory_bytes] for r in ex]
+    print(json.dumps(out))
+    """
+)
+
+
+def run_find_memory(lib: str, memory: str) -> tuple[dict[str, Any], str]:
+    env = dict(os.environ, UCUDNN_HOST_TIMING="model", UCUDNN_HOST_FIND_MEMORY=memory)
+    proc = subprocess.run([sys.executable, "-c", FIND_MEMORY_SCRIPT, lib], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_find_allocates_within_the_device_memory_it_is_given(host_lib_path: str) -> None:
+    # The problem's tensors: x 18432 B, w 4608 B, y 36864 B (float32), 59904 B in all.
+    tensors = 4 * (4 * 8 * 144 + 16 * 8 * 9 + 4 * 16 * 144)
+    roomy, _ = run_find_memory(host_lib_path, "")
+    fail = C.Status.INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+    for op in C.Op:
+        ran = {a: ws for a, st, ws in roomy[op.name] if st == 0}
+        sizes = sorted(set(ran.values()))
+        assert len(sizes) >= 2 and sizes[0] == 0, (op.name, ran)
+        device = tensors + sizes[-1] - 1  # every workspace but the largest fits beside the tensors
+        bounded, stderr = run_find_memory(host_lib_path, str(device))
+        assert stderr == ""
+        for algo, status, ws in bounded[op.name]:
+            if algo in ran:
+                assert (status, ws) == ((fail, ran[algo]) if ran[algo] > sizes[-1] - 1 else (0, ran[algo])), op.name
+        # Find*Ex allocates nothing: the caller's buffers and workspace, whatever the device has free.
+        assert bounded[op.name + "/ex"] == roomy[op.name + "/ex"]
+        # Tensors that do not fit fail the call.
+        starved, _ = run_find_memory(host_lib_path, str(tensors - 1))
+        assert starved[op.name] == fail
+    bad = run_find_memory(host_lib_path, "4MiB")
+    assert "UCUDNN_HOST_FIND_MEMORY='4MiB'" in bad[1] and "bytes" in bad[1]
+    assert all(isinstance(bad[0][op.name], list) for op in C.Op), "a bad value bounds nothing"

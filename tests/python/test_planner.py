@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.cache import Cache, PlanKey, Verdict
+from ucudnn.cache import Cache, PlanKey, Unallocated, Verdict
 from ucudnn.optimizer import AlgoPerf, Status
 from ucudnn.planner import NetworkKernel, Planner
 from ucudnn.policy import KernelOverride, WorkspacePolicy
@@ -160,6 +160,48 @@ def test_a_failing_size_is_skipped_not_fatal_and_retried_later(capsys: pytest.Ca
     bench.empty.clear()
     assert steps(plan(planner, bench, deterministic_only=True)) == [(4, 1)] * 4
     assert bench.calls == [16, 8, 4, 2, 1, 8, 4]
+
+
+class ShortOfMemory(Recorded):
+    """`table`, except that at the sizes in `short` the search could not give algorithms 1 and 2 their workspace."""
+
+    def __init__(self, short: Sequence[int]) -> None:
+        super().__init__()
+        self.short = set(short)
+
+    def __call__(self, b: int) -> list[AlgoPerf]:
+        rows = super().__call__(b)
+        if b in self.short:
+            return [Unallocated(b, p.algo, math.inf, p.workspace_bytes) if p.algo in (1, 2) else p for p in rows]
+        return rows
+
+
+def test_a_run_short_of_memory_serves_only_the_limits_it_covers() -> None:
+    # At b = 8 algorithms 1 and 2 need 8 and 16 MiB: beyond a 4 MiB limit, so that run is complete for it; the plan
+    # is the one a full measurement gives (eight micro-batches of 2) and is stored.
+    planner, bench = Planner(), ShortOfMemory([8])
+    assert steps(plan(planner, bench)) == [(2, 2)] * 8
+    assert planner.cache.stats()["plans"] == 1
+    stored = planner.cache.get_benchmark(KEY, BACKEND, 8, include_failed=True)
+    assert stored is not None and sorted(p.algo for p in stored if math.isfinite(p.time_ms)) == [0, 9]
+    # Under 64 MiB they would fit: the run says nothing of them, so b = 8 is measured again, memory free now.
+    bench.short.clear()
+    large = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    assert bench.calls == [16, 8, 4, 2, 1, 8]
+    assert steps(large) == steps(plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB))
+
+
+def test_a_plan_from_a_run_short_of_memory_is_not_kept() -> None:
+    # Within 64 MiB, b = 16 could run algorithm 2 (32 MiB) had the search had the memory: the plan made without it
+    # is used, not stored, and the next request measures b = 16 again.
+    planner, bench = Planner(), ShortOfMemory([16])
+    result = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    assert result.status is Status.OPTIMAL and "without memory for every algorithm: 16" in result.message
+    assert planner.cache.stats()["plans"] == 0
+    bench.short.clear()
+    again = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    assert bench.calls == [16, 8, 4, 2, 1, 16] and "without memory" not in again.message
+    assert planner.cache.stats()["plans"] == 1
 
 
 def test_a_bad_stored_plan_is_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

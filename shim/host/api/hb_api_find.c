@@ -12,7 +12,9 @@
  * over a second, to keep searches on large layers bearable). With UCUDNN_HOST_TIMING=model they report the
  * model's times instead and run nothing, so results are identical on every call and machine.
  * Find*Ex: an algorithm needing more workspace than offered gets CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
- * (cuDNN 8 said ALLOC_FAILED) with its memory filled in.
+ * (cuDNN 8 said ALLOC_FAILED) with its memory filled in. Find* on buffers of its own does the same for an algorithm
+ * whose workspace does not fit beside its tensors in UCUDNN_HOST_FIND_MEMORY, and fails when the tensors do not
+ * (hb_skew.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +110,8 @@ static void tensor_extent(const hb_tensor *t, size_t *elems, size_t *origin) {
     *origin = (size_t)neg;
 }
 
-/* Own buffers for Find: one allocation per role. Returns 0 on allocation failure (all freed). */
-static int alloc_buffers(hb_op op, const hb_problem *p, void *mem[3], hb_buffers *b) {
+/* Elements and origin of each of the op's buffers, in the kernel's in0/in1/out roles; the bytes of all three. */
+static size_t buffer_extents(hb_op op, const hb_problem *p, size_t elems[3], size_t origin[3]) {
     size_t es = hb_dtype_size(p->dtype);
     size_t xe, xo, ye, yo;
     tensor_extent(&p->x, &xe, &xo);
@@ -123,11 +125,17 @@ static int alloc_buffers(hb_op op, const hb_problem *p, void *mem[3], hb_buffers
     case HB_OP_BWD_DATA: role[0] = w_role; role[1] = y_role; role[2] = x_role; break;
     default: role[0] = x_role; role[1] = y_role; role[2] = w_role; break;
     }
-    size_t elems[3], origin[3];
     for (int i = 0; i < 3; i++) {
         elems[i] = role[i][0];
         origin[i] = role[i][1];
     }
+    return (elems[0] + elems[1] + elems[2]) * es;
+}
+
+/* Own buffers for Find: one allocation per role. Returns 0 on allocation failure (all freed). */
+static int alloc_buffers(hb_op op, const hb_problem *p, void *mem[3], hb_buffers *b) {
+    size_t es = hb_dtype_size(p->dtype), elems[3], origin[3];
+    buffer_extents(op, p, elems, origin);
     for (int i = 0; i < 3; i++) {
         mem[i] = malloc(elems[i] * es);
         if (!mem[i]) {
@@ -157,6 +165,13 @@ static cudnnStatus_t search(hb_op op, hb_search_kind kind, cudnnHandle_t handle,
         if (!caller->ws && caller->ws_bytes > 0) return CUDNN_STATUS_BAD_PARAM;
     }
     int model = kind == HB_SEARCH_V7 || hb_timing_is_model();
+    /* Find on buffers of its own, on a device with UCUDNN_HOST_FIND_MEMORY free: its tensors, then each workspace. */
+    size_t device = kind == HB_SEARCH_FIND && supported ? hb_find_memory() : 0, tensors = 0;
+    if (device) {
+        size_t elems[3], origin[3];
+        tensors = buffer_extents(op, &p, elems, origin);
+        if (tensors > device) return CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+    }
     void *own[3] = {NULL, NULL, NULL};
     hb_buffers bufs = {0};
     if (kind == HB_SEARCH_FIND_EX) bufs = *caller;
@@ -177,7 +192,7 @@ static cudnnStatus_t search(hb_op op, hb_search_kind kind, cudnnHandle_t handle,
             continue;
         }
         r->memory = need;
-        if (kind == HB_SEARCH_FIND_EX && need > caller->ws_bytes) {
+        if ((kind == HB_SEARCH_FIND_EX && need > caller->ws_bytes) || (device && need > device - tensors)) {
             r->status = CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
             r->time = -1.0f;
             continue;

@@ -122,5 +122,7 @@ int hb_timing_is_model(void);
 int hb_env_trimmed(const char *raw, char *buf, size_t len);
 /* UCUDNN_HOST_FIND_SKEW: the factor Find* applies to this algorithm's time (1 unless the variable names it). */
 double hb_find_skew(hb_op op, int algo);
+/* UCUDNN_HOST_FIND_MEMORY: the device memory Find* on buffers of its own may allocate (0: no bound). */
+size_t hb_find_memory(void);
 
 #endif /* UCUDNN_HB_DESC_H */

@@ -1,8 +1,15 @@
 /*
- * UCUDNN_HOST_FIND_SKEW=<op>:<algo>:<factor>: Find* (not Get*_v7) report `factor` x the true time of one
- * algorithm of one op. It exists for tests: a plan can then look faster (or slower) than it runs, which is what
- * the preload library's check of new plans on real executions must catch. Read once per process; a bad value is
- * reported naming the variable and ignored.
+ * Two knobs of Find* (not Get*_v7), for tests, each read once per process; a bad value is reported naming the
+ * variable and ignored.
+ *
+ * UCUDNN_HOST_FIND_SKEW=<op>:<algo>:<factor>: Find* report `factor` x the true time of one algorithm of one op.
+ * A plan can then look faster (or slower) than it runs, which is what the preload library's check of new plans on
+ * real executions must catch.
+ *
+ * UCUDNN_HOST_FIND_MEMORY=<bytes>: the device memory Find* (on buffers of its own) may allocate, as on a GPU
+ * whose memory the framework holds. Its tensors come first: when they do not fit the call fails with
+ * CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED; an algorithm whose workspace does not fit beside them gets
+ * that status in its row, with the workspace it needs. Find*Ex allocates nothing and is not bounded by it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -41,4 +48,31 @@ static void read_skew(void) {
 double hb_find_skew(hb_op op, int algo) {
     pthread_once(&skew_once, read_skew);
     return (int)op == skew_op && algo == skew_algo ? skew_factor : 1.0;
+}
+
+static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
+static size_t memory_bytes;
+
+static void read_memory(void) {
+    char v[32];
+    const char *raw = getenv("UCUDNN_HOST_FIND_MEMORY");
+    int got = hb_env_trimmed(raw, v, sizeof v);
+    if (got == 1) return; /* unset or blank */
+    size_t len = strlen(v), value = 0;
+    int ok = got == 0 && len >= 1 && len <= 15;
+    for (size_t i = 0; ok && i < len; i++) {
+        ok = v[i] >= '0' && v[i] <= '9';
+        value = value * 10 + (size_t)(v[i] - '0');
+    }
+    if (ok) {
+        memory_bytes = value;
+        return;
+    }
+    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_FIND_MEMORY='%s': expected a number of bytes (up to 15 digits), "
+                    "e.g. 4194304; Find allocates without a bound\n", raw);
+}
+
+size_t hb_find_memory(void) {
+    pthread_once(&memory_once, read_memory);
+    return memory_bytes;
 }

@@ -1,0 +1,79 @@
+"""The planner's benchmarks when the device's memory is short, as under a framework that holds most of it.
+
+On a GPU the planner's searches at each candidate micro-batch size need memory: ``cudnnFind*`` allocates the
+tensors at that size and then each algorithm's workspace. Under memory pressure that fails for the large sizes and
+for the workspace-hungry (fast) algorithms, which are exactly what micro-batching is about. The host backend
+models it with UCUDNN_HOST_FIND_MEMORY (the device memory Find* may allocate; Find*Ex allocates nothing). Here
+4 MiB: the layer's tensors at N = 16 take 6.6 MB. Every run uses the embedded planner and the timing model, so the
+times compared are exact.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from .conftest import RunDriver, assert_close
+
+LAYER = ["n=16", "c=64", "k=64", "in=28,28"]
+FULL = {"UCUDNN_HOST_FIND_MEMORY": str(4 << 20)}
+CHECK = {"UCUDNN_VERIFY_SAMPLES": "3"}
+OFFERED = 16 << 20  # the workspace the caller's Find*Ex offers
+UNALLOCATED = -2  # ucudnn.cache.UNALLOCATED
+
+
+def rows(db: Path, sql: str) -> list[tuple[int, ...]]:
+    with sqlite3.connect(db) as conn:
+        got = conn.execute(sql).fetchall()
+    conn.close()
+    return got
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_find_ex_plans_on_the_callers_buffers_when_the_device_is_full(
+    run_driver: RunDriver, tmp_path: Path, op: str
+) -> None:
+    # PyTorch's legacy benchmark mode: Find*Ex on its own tensors and the workspace it could allocate. The planner
+    # measures on those too, so a full device plans exactly as an empty one (before: the searches at N failed and
+    # the plan came from small micro-batches only, 0.135 ms instead of 0.033 ms for fwd).
+    args = [f"op={op}", *LAYER, "query=findex", f"findex_ws={OFFERED}", "ws=entry", "repeat=10"]
+    alone = run_driver(*args, preload=False)
+    roomy = run_driver(*args, env=CHECK | {"UCUDNN_DATABASE": str(tmp_path / "roomy.sqlite")})
+    full_db = tmp_path / "full.sqlite"
+    full = run_driver(*args, env=CHECK | FULL | {"UCUDNN_DATABASE": str(full_db)})
+    assert full.returncode == 0, full.stderr
+    assert "not using that size" not in full.stderr and "without memory" not in full.stderr
+    assert full.report["last_plan"] == roomy.report["last_plan"]
+    assert full.report["model_ms"] == pytest.approx(roomy.report["model_ms"], rel=1e-9)
+    if op != "bwd_filter":  # its ALGO_3, with a workspace that does not grow with N, runs undivided here
+        assert len(full.report["last_plan"]["micro_batches"]) > 1, "the layer is micro-batched at this workspace"
+    assert_close(full.output("float"), alone.output("float"), "float")
+    # Algorithms that need more than the offered workspace are stored as not measured, and the runs are complete
+    # for the limit, so the plans made from them are stored.
+    unmeasured = rows(full_db, f"SELECT workspace_bytes FROM benchmarks WHERE status = {UNALLOCATED}")
+    assert all(ws > OFFERED for (ws,) in unmeasured)
+    assert rows(full_db, "SELECT count(*) FROM plans")[0][0] > 0
+
+
+def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, tmp_path: Path) -> None:
+    # Get*_v7 gives the planner no buffers: it searches on buffers of cuDNN's own, which a full device cannot hold
+    # at N = 16, nor beside the fast algorithm's workspace at 8, 4 and 2 samples.
+    get = ["op=fwd", *LAYER, "query=get", "ws=entry", "repeat=10"]
+    findex = ["op=fwd", *LAYER, "query=findex", f"findex_ws={OFFERED}", "ws=entry", "repeat=10"]
+    fresh = run_driver(*findex, env=CHECK | {"UCUDNN_DATABASE": str(tmp_path / "fresh.sqlite")})
+    db = tmp_path / "shared.sqlite"
+    starved = run_driver(*get, env=CHECK | FULL | {"UCUDNN_DATABASE": str(db)})
+    assert starved.returncode == 0, starved.stderr
+    assert starved.report["model_ms"][-1] > 3 * fresh.report["model_ms"][-1]
+    short = rows(db, f"SELECT DISTINCT batch FROM benchmarks WHERE status = {UNALLOCATED} ORDER BY batch")
+    assert short == [(2,), (4,), (8,)], short
+    assert rows(db, "SELECT count(*) FROM plans") == [(0,)], "plans made without the fast algorithm are not kept"
+    # Later, with memory free, those sizes are measured again: the same plan as from an empty cache (before, the
+    # runs stored without the fast algorithm were reused, and this ran 16 x 1 sample at 0.135 ms for 0.033 ms).
+    later = run_driver(*findex, env=CHECK | {"UCUDNN_DATABASE": str(db)})
+    assert later.report["last_plan"] == fresh.report["last_plan"]
+    assert later.report["model_ms"][-1] == pytest.approx(fresh.report["model_ms"][-1], rel=1e-9)
+    within = f"SELECT count(*) FROM benchmarks WHERE status = {UNALLOCATED} AND workspace_bytes <= {OFFERED}"
+    assert rows(db, within) == [(0,)]
