@@ -92,6 +92,7 @@ char *uc_stats_text(void)
     FIELD(max_offered_workspace);
     FIELD(checks_started);
     FIELD(graph_checks_started);
+    FIELD(graph_stored_checks);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);
 #undef FIELD
@@ -239,6 +240,9 @@ static void say_summary(void)
             SUMMARY_ADD(", %llu checked (%llu replaced by the undivided engine)", gended, greplaced);
         if (gstarted > gended)
             SUMMARY_ADD(", %llu still being checked at exit", gstarted - gended);
+        unsigned long long gstored = atomic_load(&uc_stat.graph_stored_checks);
+        if (gstored)
+            SUMMARY_ADD(", %llu settled by checks stored in the cache", gstored);
     }
     uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
 }

@@ -55,7 +55,9 @@ typedef struct {
         limit_bound_lists,
         /* checks of new plans begun (those not counted in `verified` by the end never finished), on the legacy
          * path and on the graph path (against graph_verified) */
-        checks_started, graph_checks_started;
+        checks_started, graph_checks_started,
+        /* offered variants' divided plans that a check stored in the cache by an earlier run settled */
+        graph_stored_checks;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \
@@ -322,5 +324,14 @@ void uc_record_verdict(ucudnn_verdict *v);
  */
 int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char *where, size_t where_len,
                     char *why, size_t why_len);
+
+/*
+ * The latest check stored in the SQLite cache (the verdicts table ucudnn/cache.py writes) of exactly this plan
+ * against exactly this undivided choice, for this kernel key, backend id, N and determinism, whatever limit or
+ * policy it was planned under: a check measures these two executions, nothing else. 0 with *kept (1: the plan
+ * won), 1 none stored, 2 the cache cannot be read. Read-only, like uc_store_lookup.
+ */
+int uc_store_verdict(const char *key, const char *backend_id, int batch, int deterministic_only,
+                     const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, int *kept);
 
 #endif /* UC_CORE_H */

@@ -2,6 +2,8 @@
  * Plans stored in the SQLite cache (the file ucudnn/cache.py writes), read-only: the tier between the embedded
  * planner and the built-in fallback. A C/C++ host whose planner cannot start still runs the plans that an
  * earlier run with a planner (a Python host or the embedded planner) stored for the same kernel and device.
+ * Also the checks of plans on real executions stored there (uc_store_verdict), for the graph path's offered
+ * variants, which no planner decides.
  *
  * libsqlite3 is not a link dependency of the preload library: it is dlopened (RTLD_LOCAL) at the first lookup
  * and reached through a handful of dlsym'd functions declared here with opaque types. No libsqlite3, no file,
@@ -364,21 +366,20 @@ static int read_row(uc_sqlite3_stmt *st, const ucudnn_plan_request *req, ucudnn_
     return 0;
 }
 
-int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char *where, size_t where_len,
-                    char *why, size_t why_len)
+/* The cache opened read-only into *db, its path in `path` (PATH_MAX): 0 a ucudnn cache of the supported schema,
+ * 1 an empty database (nothing stored; closed), 2 none or unusable (closed; said once). */
+static int open_cache(char *path, uc_sqlite3 **db)
 {
-    if (where_len)
-        where[0] = '\0';
-    snprintf(why, why_len, "no stored plan");
+    *db = NULL;
+    path[0] = '\0';
     pthread_once(&sq_once, load_sqlite);
     if (!sq_ok)
         return 2;
-    char path[PATH_MAX];
-    if (database_path(path, sizeof path) != 0) {
+    if (database_path(path, PATH_MAX) != 0) {
+        path[0] = '\0';
         uc_log(UC_LOG_DEBUG, "no stored plans: no cache path (UCUDNN_DATABASE, XDG_CACHE_HOME and HOME unset)");
         return 2;
     }
-    snprintf(where, where_len, "%s", path);
     struct stat sb;
     if (stat(path, &sb) != 0 || access(path, R_OK) != 0) {
         uc_log(UC_LOG_DEBUG, "no stored plans: no readable cache at %s", path);
@@ -388,21 +389,38 @@ int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char
         unusable(path, "it is not a regular file", NULL);
         return 2;
     }
-    uc_sqlite3 *db = NULL;
-    int rc = sq.open_v2(path, &db, UC_SQLITE_OPEN_READONLY, NULL);
+    int rc = sq.open_v2(path, db, UC_SQLITE_OPEN_READONLY, NULL);
     if (rc != UC_SQLITE_OK) {
-        unusable(path, "SQLite cannot open it", db ? sq.errmsg(db) : NULL);
-        if (db)
-            sq.close(db);
+        unusable(path, "SQLite cannot open it", *db ? sq.errmsg(*db) : NULL);
+        if (*db)
+            sq.close(*db);
+        *db = NULL;
         return 2;
     }
-    sq.busy_handler(db, busy_wait, path);
-    int result = 2;
-    int checked = check_file(db, path);
+    sq.busy_handler(*db, busy_wait, path);
+    int checked = check_file(*db, path);
     if (checked != 0) {
-        sq.close(db);
+        sq.close(*db);
+        *db = NULL;
         return checked > 0 ? 1 : 2;
     }
+    return 0;
+}
+
+int uc_store_lookup(const ucudnn_plan_request *req, ucudnn_plan_reply *rep, char *where, size_t where_len,
+                    char *why, size_t why_len)
+{
+    if (where_len)
+        where[0] = '\0';
+    snprintf(why, why_len, "no stored plan");
+    char path[PATH_MAX]; /* the busy handler's argument: it outlives the connection */
+    uc_sqlite3 *db = NULL;
+    int opened = open_cache(path, &db);
+    if (path[0])
+        snprintf(where, where_len, "%s", path);
+    if (opened != 0)
+        return opened;
+    int result = 2, rc;
     uc_sqlite3_stmt *st = NULL;
     rc = sq.prepare_v2(db, lookup_sql, (int)sizeof lookup_sql, &st, NULL);
     if (rc != UC_SQLITE_OK || !st) {
@@ -438,5 +456,64 @@ done:
     if (st)
         sq.finalize(st);
     sq.close(db);
+    return result;
+}
+
+/* ---- verdicts: checks of plans on real executions ---- */
+
+static const char verdict_sql[] =
+    "SELECT plan_json, undivided_json, kept FROM verdicts"
+    " WHERE key = ?1 AND backend_id = ?2 AND batch = ?3 AND deterministic_only = ?4 ORDER BY measured_at DESC";
+
+/* Whether the steps text in column `col` of the current row is exactly `want` (n steps). */
+static int same_steps(uc_sqlite3_stmt *st, int col, const ucudnn_micro_batch *want, int n, ucudnn_micro_batch *buf)
+{
+    const char *text = (const char *)sq.column_text(st, col);
+    int bytes = sq.column_bytes(st, col);
+    char why[128];
+    ucudnn_plan_reply got = {0, n, buf, 0.0f, 0, 0, 0};
+    if (sq.column_type(st, col) != UC_SQLITE_TEXT || !text || bytes < 0 ||
+        parse_plan_json(text, (size_t)bytes, &got, why, sizeof why) != 0 || got.count != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (buf[i].batch != want[i].batch || buf[i].algo != want[i].algo || buf[i].math_type != want[i].math_type)
+            return 0;
+    return 1;
+}
+
+int uc_store_verdict(const char *key, const char *backend_id, int batch, int deterministic_only,
+                     const ucudnn_micro_batch *plan, int count, ucudnn_micro_batch undivided, int *kept)
+{
+    char path[PATH_MAX]; /* the busy handler's argument: it outlives the connection */
+    uc_sqlite3 *db = NULL;
+    int opened = open_cache(path, &db);
+    if (opened != 0)
+        return opened;
+    ucudnn_micro_batch *buf = count >= 1 ? calloc((size_t)count, sizeof *buf) : NULL;
+    uc_sqlite3_stmt *st = NULL;
+    int result = 1, rc = buf ? sq.prepare_v2(db, verdict_sql, (int)sizeof verdict_sql, &st, NULL) : -1;
+    /* No verdicts table (a cache of an older version, read-only): nothing stored, not an unusable cache. */
+    if (rc != UC_SQLITE_OK || !st || sq.bind_text(st, 1, key, -1, UC_SQLITE_STATIC) != UC_SQLITE_OK ||
+        sq.bind_text(st, 2, backend_id, -1, UC_SQLITE_STATIC) != UC_SQLITE_OK ||
+        sq.bind_int64(st, 3, batch) != UC_SQLITE_OK || sq.bind_int64(st, 4, deterministic_only ? 1 : 0) != UC_SQLITE_OK) {
+        uc_log(UC_LOG_DEBUG, "no stored checks in %s: %s", path, sq.errmsg(db));
+        goto done;
+    }
+    while ((rc = sq.step(st)) == UC_SQLITE_ROW) {
+        long long k = sq.column_int64(st, 2);
+        if ((k == 0 || k == 1) && sq.column_type(st, 2) == UC_SQLITE_INTEGER && same_steps(st, 0, plan, count, buf) &&
+            same_steps(st, 1, &undivided, 1, buf)) {
+            *kept = (int)k;
+            result = 0;
+            break;
+        }
+    }
+    if (rc != UC_SQLITE_ROW && rc != UC_SQLITE_DONE)
+        uc_log(UC_LOG_DEBUG, "reading the stored checks in %s failed: %s", path, sq.errmsg(db));
+done:
+    if (st)
+        sq.finalize(st);
+    sq.close(db);
+    free(buf);
     return result;
 }

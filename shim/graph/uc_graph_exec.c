@@ -218,7 +218,7 @@ int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnSt
         first = 0;
     }
     pthread_mutex_unlock(&g->lock);
-    if (v.done && g->source && strcmp(g->source, "planner") == 0)
+    if (v.done && g->source && (strcmp(g->source, "planner") == 0 || strcmp(g->source, "offer") == 0))
         record(g, &v);
     const uc_gparts *run = use_alt && !first ? &g->alt : &g->main; /* immutable once decided */
     uc_mark mark;

@@ -101,6 +101,27 @@ static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *ma
     }
 }
 
+/* For an offered variant's divided plan: the check an earlier run stored for it (this plan against this undivided
+ * engine, at this N on this device), so that it is not checked again -- 0 with *kept, else 1. Its own check's verdict
+ * goes to the planner's recorder (uc_gexec_run), so the planner is started here if the process has none yet (a
+ * C/C++ host's embedded one), at a workspace query, not at an execution. */
+static int stored_check(const uc_ggraph *g, const uc_gparts *main, const uc_gparts *alt, int *kept)
+{
+    int transient = 0;
+    (void)uc_get_planner(&transient);
+    ucudnn_micro_batch *mbs = g->key ? calloc((size_t)main->nparts, sizeof *mbs) : NULL;
+    if (!mbs)
+        return 1;
+    for (int i = 0; i < main->nparts; i++)
+        mbs[i] = (ucudnn_micro_batch){(int)main->size[i], (int)main->engine[i], 0};
+    char backend[UC_BACKEND_ID_MAX];
+    uc_backend_id(backend, sizeof backend);
+    ucudnn_micro_batch undivided = {(int)alt->size[0], (int)alt->engine[0], 0};
+    int rc = uc_store_verdict(g->key, backend, (int)g->n, !(g->notes & (1 << 4)), mbs, main->nparts, undivided, kept);
+    free(mbs);
+    return rc == 0 ? 0 : 1;
+}
+
 /* Decide for the plan, g->lock not held: g->deciding keeps other threads off (their calls run the caller's
  * plan meanwhile, which is correct: nothing was reported to them yet). */
 static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt, const char **source,
@@ -122,6 +143,18 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
     if (g->offer_limit) { /* an offered variant: its engine (or the next) micro-batched, or nothing */
         *source = "offer";
         uc_goffer_plan(g, limit, policy, main, alt);
+        int kept = 0;
+        if (main->nparts > 1 && alt->nparts && g->n <= INT_MAX && stored_check(g, main, alt, &kept) == 0) {
+            *verified = 1;
+            UC_COUNT(graph_stored_checks, 1);
+            uc_log(UC_LOG_INFO, "graph plan %p: a check stored in the cache %s its divided plan: not checked again",
+                   g->plan, kept ? "kept" : "rejected");
+            if (!kept) { /* the undivided engine it lost to is the plan */
+                uc_gparts_drop(main);
+                *main = *alt;
+                memset(alt, 0, sizeof *alt);
+            }
+        }
         return;
     }
     int rc = planned(g, limit, policy, main, verified), alt_verified = 0;

@@ -157,3 +157,29 @@ def test_memory_that_shrinks_after_the_plans_were_made(run_client: RunClient, op
     assert stats["graph_rejected_by_measurement"] == 0, stats
     assert engine_index(ucudnn.report["engine"]) != engine_index(alone.report["engine"])
     assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
+
+
+@pytest.mark.parametrize("op", ["fprop", "wgrad"])
+def test_a_stored_check_settles_the_variant_in_the_next_run(run_client: RunClient, op: str) -> None:
+    """A variant's check ends in the SQLite cache (the embedded planner's recorder in this C++ host), and the next
+    run of the program finds it there: the choice it made runs from the first execution, nothing is checked again.
+    fprop's check kept the divided plan; wgrad's kept PyTorch's per-sample engine, which the next run then runs
+    undivided in the variant's place."""
+    p = Problem(op, **SHAPE)
+    inputs = Inputs.make(p)
+    extra = ("--calls", str(CALLS), "--benchmark", "0")
+    runs = [
+        run_client("torch_v0", p, inputs, capacity=CAPACITY, preload=True, extra=extra, env_extra=under(CAPACITY))
+        for _ in range(2)
+    ]
+    for run in runs:
+        check_output(run, p, inputs)
+    first, second = (run.stats for run in runs)
+    assert first["graph_checks_started"] == first["graph_verified"] == 1 and first["graph_stored_checks"] == 0, first
+    assert second["graph_checks_started"] == second["graph_verified"] == 0, second
+    assert second["graph_stored_checks"] == 1 and second["graph_offers"] == 1, second
+    assert first["graph_rejected_by_measurement"] == (op == "wgrad"), first
+    assert second["graph_split_plans"] == (op == "fprop"), second
+    # Every call of the second run takes what the first run's check settled on (its steady time).
+    assert runs[1].report["call_model_ms"] == pytest.approx([steady_ms(runs[0])] * (CALLS - 1), rel=1e-9)
+    assert "settled by checks stored in the cache" in runs[1].stderr
