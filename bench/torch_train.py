@@ -12,7 +12,9 @@ each in a process of its own:
   free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
   the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated from one forward
   pass at the step's busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
-  says what each run left unallocated at its own peak);
+  says what each run left unallocated at its own peak). Where PyTorch alone runs out of memory under that
+  ballast (the estimate misses what loads lazily), the headroom is doubled, at most twice, for both pressure runs
+  of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never run again;
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
@@ -75,6 +77,8 @@ class Result:
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
     left_at_peak_mib: float | None = None  # under pressure: what the run left unallocated at its peak
+    headroom_mib: float | None = None  # under pressure: what the ballast left beyond the model's estimated needs
+    out_of_memory: bool = False  # the run failed for lack of GPU memory
     settle_iters: int = 0
     checks_open: int = 0
     summary: str = ""  # a ucudnn run's exit summary line, as the shim printed it
@@ -289,11 +293,45 @@ def _worker(args: argparse.Namespace) -> int:
 # ---- the parent: every configuration in a process of its own ----
 
 
+# Under pressure, how many times PyTorch alone running out of memory doubles the headroom of a model's runs: the
+# estimate of its needs misses what loads lazily, and the comparison needs a ballast PyTorch alone survives.
+HEADROOM_RETRIES = 2
+_OOM_MARKS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory")
+
+
+def run_configs(
+    models: Sequence[tuple[str, int]],
+    cfgs: Sequence[Config],
+    headroom: int,
+    run_one: Callable[[str, int, Config, int], Result],
+    retries: int = HEADROOM_RETRIES,
+) -> list[Result]:
+    """Every configuration of every model, in order, through ``run_one(model, batch, cfg, headroom)``. Where PyTorch
+    alone under pressure runs out of memory, the headroom is doubled and it runs again (at most ``retries`` times);
+    the model's later pressure runs get the headroom it ran with, so both sides of the comparison carry the same
+    ballast. A ucudnn run that runs out of memory is never run again: that is a failure to report."""
+    results: list[Result] = []
+    for model, batch in models:
+        room = headroom
+        for cfg in cfgs:
+            r = run_one(model, batch, cfg, room)
+            tries = 0
+            while cfg.pressure and cfg.ucudnn is None and r.out_of_memory and tries < retries:
+                room, tries = 2 * room, tries + 1
+                print(f"{model} N={batch} {cfg.name}: out of memory; again with {room // _MIB} MiB of headroom",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                r = run_one(model, batch, cfg, room)
+            results.append(r)
+    return results
+
+
 def _run_one(
-    model: str, batch: int, cfg: Config, args: argparse.Namespace, workdir: Path, env: dict[str, str]
+    model: str, batch: int, cfg: Config, args: argparse.Namespace, workdir: Path, env: dict[str, str], headroom: int
 ) -> Result:
     res = Result(model, batch, cfg.name)
-    tag = f"{model}-{batch}-{cfg.name}".replace("@", "_at_").replace("+", "_")
+    if cfg.pressure:
+        res.headroom_mib = headroom / _MIB
+    tag = f"{model}-{batch}-{cfg.name}-{headroom}".replace("@", "_at_").replace("+", "_")
     out = workdir / f"{tag}.json"
     stats_file = workdir / f"{tag}.stats.json"
     worker = [
@@ -304,7 +342,7 @@ def _run_one(
     if not args.cudnn_benchmark:
         worker.append("--no-cudnn-benchmark")
     if cfg.pressure:
-        worker += ["--headroom-bytes", str(args.headroom)]
+        worker += ["--headroom-bytes", str(headroom)]
     child_env = dict(env)
     if args.api == "legacy":
         child_env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
@@ -322,6 +360,7 @@ def _run_one(
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         res.error = f"exit {proc.returncode}: " + " | ".join(tail)
+        res.out_of_memory = any(mark in (proc.stderr or "") for mark in _OOM_MARKS)
         return res
     data = json.loads(out.read_text())
     res.ms_per_iter = float(data["ms_per_iter"])
@@ -368,6 +407,13 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get(plans, ''):>6} {s.get(mbatch, ''):>7} {s.get(rejected, ''):>8}"
             + (f" {s.get(offers, ''):>6}" if offers else "")
             + (f" {'+' + str(r.settle_iters):>5} {r.checks_open:>4}" if s else f" {'':>5} {'':>4}")
+        )
+    raised = sorted({(r.model, r.batch, r.headroom_mib) for r in results
+                     if r.headroom_mib is not None and r.headroom_mib * _MIB > headroom and not r.error})  # fmt: skip
+    if raised:
+        lines.append(
+            "headroom raised after PyTorch alone ran out of memory under pressure: "
+            + "; ".join(f"{m} N={b} {h:,.0f} MiB" for m, b, h in raised)
         )
     left = [f"{r.model} N={r.batch} {r.config} {r.left_at_peak_mib:,.0f} MiB" for r in results
             if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
@@ -484,17 +530,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.error(f"--configs: {', '.join(unknown) or 'none given'} is not one of {', '.join(c.name for c in cfgs)}")
         cfgs = [c for c in cfgs if c.name in wanted]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
-    results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="ucudnn-torch-") as tmp:
         workdir = Path(tmp)
         if args.database is None:
             args.database = workdir / "cache.sqlite"
-        for model, batch in args.models:
-            for cfg in cfgs:
-                r = _run_one(model, batch, cfg, args, workdir, env)
-                state = f"{r.ms_per_iter:.2f} ms/iter" if not r.error else r.error
-                print(f"{model} N={batch} {cfg.name}: {state} ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)
-                results.append(r)
+
+        def one(model: str, batch: int, cfg: Config, headroom: int) -> Result:
+            r = _run_one(model, batch, cfg, args, workdir, env, headroom)
+            state = f"{r.ms_per_iter:.2f} ms/iter" if not r.error else r.error
+            print(f"{model} N={batch} {cfg.name}: {state} ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)
+            return r
+
+        results = run_configs(args.models, cfgs, args.headroom, one)
     print(report(results, cfgs, args.api, args.headroom))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))

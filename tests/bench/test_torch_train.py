@@ -337,3 +337,45 @@ def test_model_needs_count_the_largest_activations_gradients_only_where_they_coe
     assert _needs([100, 50, 50, 50, 50, 20], weights_mib=5) == max(10 + 5 + 320, 315) + 2 * 5
     # Largest activation last: what was allocated then plus its two gradients.
     assert _needs([20, 50, 100], weights_mib=5) == 10 + 5 + 170 + 2 * 100 + 2 * 5
+
+
+def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_sides() -> None:
+    cfgs = tt.configs(None, pressure=True)
+    calls: list[tuple[str, int]] = []
+    survives = {"resnet18": 1024 << 20, "conv3d": 0}  # the headroom PyTorch alone needs under pressure
+
+    def run_one(model: str, batch: int, cfg: tt.Config, headroom: int) -> tt.Result:
+        calls.append((f"{model}/{cfg.name}", headroom >> 20))
+        oom = cfg.pressure and cfg.ucudnn is None and headroom < survives[model]
+        r = tt.Result(model, batch, cfg.name, ms_per_iter=1.0, losses=[1.0],
+                      headroom_mib=headroom / (1 << 20) if cfg.pressure else None)  # fmt: skip
+        if oom:
+            r.error, r.out_of_memory = "exit 1: torch.OutOfMemoryError: CUDA out of memory", True
+        return r
+
+    results = tt.run_configs([("resnet18", 256), ("conv3d", 16)], cfgs, 256 << 20, run_one)
+    assert calls == [
+        ("resnet18/torch", 256), ("resnet18/ucudnn", 256), ("resnet18/torch+pressure", 256),
+        ("resnet18/torch+pressure", 512), ("resnet18/torch+pressure", 1024), ("resnet18/ucudnn+pressure", 1024),
+        ("conv3d/torch", 256), ("conv3d/ucudnn", 256), ("conv3d/torch+pressure", 256),
+        ("conv3d/ucudnn+pressure", 256),
+    ]  # fmt: skip
+    assert [r.error for r in results] == [None] * 8
+    report = tt.report(results, cfgs, "legacy", 256 << 20)
+    assert "headroom raised after PyTorch alone ran out of memory under pressure: resnet18 N=256 1,024 MiB" in report
+    # Twice at most; a ucudnn run out of memory is reported, never run again.
+    survives["resnet18"] = 4096 << 20
+    calls.clear()
+    results = tt.run_configs([("resnet18", 256)], cfgs, 256 << 20, run_one)
+    assert [c for c in calls if "pressure" in c[0]] == [("resnet18/torch+pressure", h) for h in (256, 512, 1024)] + [
+        ("resnet18/ucudnn+pressure", 1024)
+    ]
+    assert results[2].out_of_memory and results[2].error
+
+    def ucudnn_oom(model: str, batch: int, cfg: tt.Config, headroom: int) -> tt.Result:
+        calls.append((cfg.name, headroom >> 20))
+        return tt.Result(model, batch, cfg.name, error="exit 1: CUDA out of memory", out_of_memory=True)
+
+    calls.clear()
+    tt.run_configs([("resnet18", 256)], [c for c in cfgs if c.name == "ucudnn+pressure"], 256 << 20, ucudnn_oom)
+    assert calls == [("ucudnn+pressure", 256)]
