@@ -426,6 +426,11 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
         lines.append(
             "graph benchmarks (engines built and timed at a batch size for the planner): " + "; ".join(benched)
         )
+    built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
+             f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in results
+             if not r.error and r.stats.get("graph_builds")]  # fmt: skip
+    if built:
+        lines.append("graph plans the shim built (benchmarks, micro-batches, probes): " + "; ".join(built))
     lines.append(
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("

@@ -77,6 +77,8 @@ char *uc_stats_text(void)
     FIELD(graph_offers);
     FIELD(graph_benchmarks);
     FIELD(graph_benchmarks_reused);
+    FIELD(graph_builds);
+    FIELD(graph_build_ns);
     FIELD(divided_calls);
     FIELD(peak_workspace);
     uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",

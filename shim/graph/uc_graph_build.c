@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "uc_graph.h"
 
@@ -190,6 +191,8 @@ void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine_in
     made_list m = {.n = 0};
     void *plan = NULL;
     int nknobs = engine_index == g->engine ? g->nknobs : 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     uc_guard++;
     void *opgraph = rebuild_graph(g, b, beta_one, &m), *engine = opgraph ? make(&m, UC_BK_ENGINE) : NULL;
     int ok = engine &&
@@ -216,6 +219,9 @@ void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine_in
         plan = plan_of(g, cfg, workspace);
     destroy_made(&m);
     uc_guard--;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    UC_COUNT(graph_builds, 1);
+    UC_COUNT(graph_build_ns, (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
     return plan;
 }
 

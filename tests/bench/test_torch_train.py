@@ -74,9 +74,17 @@ def test_graph_report_shows_the_graph_counters() -> None:
     legacy = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
     assert "offers" not in legacy[1]
     assert not any("graph benchmarks" in line for line in lines)  # none were made
-    stats |= {"graph_benchmarks": 40, "graph_benchmarks_reused": 520}
+    assert not any("plans the shim built" in line for line in lines)
+    stats |= {
+        "graph_benchmarks": 40,
+        "graph_benchmarks_reused": 520,
+        "graph_builds": 96,
+        "graph_build_ns": 2_340_000_000,
+    }
     lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
     assert any(line.endswith("conv3d N=16 ucudnn+pressure 40 measured, 520 reused") for line in lines), lines
+    assert any(line.endswith("built (benchmarks, micro-batches, probes): conv3d N=16 ucudnn+pressure 96 in 2.3 s")
+               for line in lines), lines  # fmt: skip
 
 
 def test_conv3d_model_runs_a_cpu_forward_where_torch_is_installed() -> None:
