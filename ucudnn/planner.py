@@ -196,6 +196,9 @@ class Planner:
         self.policy = policy
         self._call_costs: dict[str, float] = {}
         self._lock = threading.Lock()
+        # (key, backend id, b) this planner measured without memory for some algorithm: not measured again in this
+        # process (a framework holding the memory holds it for the whole run), measured again by the next one.
+        self._short_here: set[tuple[str, str, int]] = set()
 
     def learn_call_cost(self, backend_id: str, measure: Callable[[], float]) -> float:
         """The host time of one call on the device of ``backend_id`` (ms): from memory, else the cache, else
@@ -448,8 +451,9 @@ class Planner:
         and algorithms that could not run dropped, each time at least ``floor`` ms (the cost of a call).
 
         A stored run that could not give memory to an algorithm within ``limit`` (an ``Unallocated`` row, stored as
-        ``UNALLOCATED``, never as an algorithm that cannot run) is measured again: memory may be free now. A plan
-        made from a fresh run like that is not stored."""
+        ``UNALLOCATED``, never as an algorithm that cannot run) is measured again, memory may be free now -- once per
+        process: a size this planner measured short of memory is taken as it is. A plan made from a run short of
+        memory for its limit is not stored."""
         try:
             stored = self.cache.get_benchmarks(key, backend_id, sizes, complete_within=limit)
         except (sqlite3.Error, CacheError) as exc:
@@ -460,11 +464,19 @@ class Planner:
         for b in sorted(sizes, reverse=True):
             if b in stored:
                 continue
+            if (key, backend_id, b) in self._short_here:
+                again = self._stored_run(key, backend_id, b)
+                if again is not None:
+                    stored[b] = again
+                    short.append(b)
+                    continue
             rows = self._run_benchmark(key, b, benchmark)
             if rows is None:
                 unusable.append(b)
                 continue
             unallocated = [p for p in rows if isinstance(p, Unallocated)]
+            if unallocated:
+                self._short_here.add((key, backend_id, b))
             if any(p.workspace_bytes <= limit for p in unallocated):
                 short.append(b)
                 log.info("benchmark of %s at b=%d could not allocate memory for %d algorithm(s) within %d B",
@@ -491,6 +503,13 @@ class Planner:
             if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0
         )
         return _Measured(perfs, tuple(sorted(unusable)), tuple(sorted(short)))
+
+    def _stored_run(self, key: str, backend_id: str, b: int) -> list[AlgoPerf] | None:
+        """The stored run at ``b`` whatever it lacks, or None."""
+        try:
+            return self.cache.get_benchmark(key, backend_id, b)
+        except (sqlite3.Error, CacheError):
+            return None
 
     @staticmethod
     def _run_benchmark(key: str, b: int, benchmark: Benchmark) -> list[AlgoPerf] | None:

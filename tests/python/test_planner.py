@@ -176,32 +176,50 @@ class ShortOfMemory(Recorded):
         return rows
 
 
-def test_a_run_short_of_memory_serves_only_the_limits_it_covers() -> None:
+def test_a_run_short_of_memory_serves_only_the_limits_it_covers(tmp_path: Path) -> None:
     # At b = 8 algorithms 1 and 2 need 8 and 16 MiB: beyond a 4 MiB limit, so that run is complete for it; the plan
     # is the one a full measurement gives (eight micro-batches of 2) and is stored.
-    planner, bench = Planner(), ShortOfMemory([8])
+    path = tmp_path / "c.sqlite"
+    planner, bench = Planner(Cache(path)), ShortOfMemory([8])
     assert steps(plan(planner, bench)) == [(2, 2)] * 8
     assert planner.cache.stats()["plans"] == 1
     stored = planner.cache.get_benchmark(KEY, BACKEND, 8, include_failed=True)
     assert stored is not None and sorted(p.algo for p in stored if math.isfinite(p.time_ms)) == [0, 9]
-    # Under 64 MiB they would fit: the run says nothing of them, so b = 8 is measured again, memory free now.
+    # Under 64 MiB they would fit: the run says nothing of them, so the next process measures b = 8 again, with
+    # memory free now.
     bench.short.clear()
-    large = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    large = plan(Planner(Cache(path)), bench, workspace_limit_bytes=64 * MiB)
     assert bench.calls == [16, 8, 4, 2, 1, 8]
     assert steps(large) == steps(plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB))
 
 
-def test_a_plan_from_a_run_short_of_memory_is_not_kept() -> None:
+def test_a_size_short_of_memory_is_measured_once_per_process(tmp_path: Path) -> None:
+    # The memory stays short (a framework holds it for the whole run): requests under larger limits in the same
+    # process take the run measured short, and their plans are not stored; the next process measures it again.
+    path = tmp_path / "c.sqlite"
+    planner, bench = Planner(Cache(path)), ShortOfMemory([16])
+    for limit in (64 * MiB, 128 * MiB):
+        result = plan(planner, bench, workspace_limit_bytes=limit)
+        assert "without memory for every algorithm: 16" in result.message
+    assert bench.calls == [16, 8, 4, 2, 1] and planner.cache.stats()["plans"] == 0
+    later = ShortOfMemory([])
+    plan(Planner(Cache(path)), later, workspace_limit_bytes=64 * MiB)
+    assert later.calls == [16]
+
+
+def test_a_plan_from_a_run_short_of_memory_is_not_kept(tmp_path: Path) -> None:
     # Within 64 MiB, b = 16 could run algorithm 2 (32 MiB) had the search had the memory: the plan made without it
-    # is used, not stored, and the next request measures b = 16 again.
-    planner, bench = Planner(), ShortOfMemory([16])
+    # is used, not stored, and the next process measures b = 16 again.
+    path = tmp_path / "c.sqlite"
+    planner, bench = Planner(Cache(path)), ShortOfMemory([16])
     result = plan(planner, bench, workspace_limit_bytes=64 * MiB)
     assert result.status is Status.OPTIMAL and "without memory for every algorithm: 16" in result.message
     assert planner.cache.stats()["plans"] == 0
     bench.short.clear()
-    again = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    next_process = Planner(Cache(path))
+    again = plan(next_process, bench, workspace_limit_bytes=64 * MiB)
     assert bench.calls == [16, 8, 4, 2, 1, 16] and "without memory" not in again.message
-    assert planner.cache.stats()["plans"] == 1
+    assert next_process.cache.stats()["plans"] == 1
 
 
 def test_a_bad_stored_plan_is_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
