@@ -14,7 +14,9 @@ each in a process of its own:
   pass at the step's busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
   says what each run left unallocated at its own peak). Where PyTorch alone runs out of memory under that
   ballast (the estimate misses what loads lazily), the headroom is doubled, at most twice, for both pressure runs
-  of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never run again;
+  of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never run again.
+  An interrupt (Ctrl-C, a time box's SIGINT) stops the runs; the report of those that finished is still printed
+  (exit status 130);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
@@ -305,24 +307,29 @@ def run_configs(
     headroom: int,
     run_one: Callable[[str, int, Config, int], Result],
     retries: int = HEADROOM_RETRIES,
-) -> list[Result]:
-    """Every configuration of every model, in order, through ``run_one(model, batch, cfg, headroom)``. Where PyTorch
-    alone under pressure runs out of memory, the headroom is doubled and it runs again (at most ``retries`` times);
-    the model's later pressure runs get the headroom it ran with, so both sides of the comparison carry the same
-    ballast. A ucudnn run that runs out of memory is never run again: that is a failure to report."""
+) -> tuple[list[Result], bool]:
+    """Every configuration of every model, in order, through ``run_one(model, batch, cfg, headroom)``, and whether
+    an interrupt (Ctrl-C, or a time box's SIGINT) stopped them: the results of the runs that finished come back
+    either way, so that a report can still be made. Where PyTorch alone under pressure runs out of memory, the
+    headroom is doubled and it runs again (at most ``retries`` times); the model's later pressure runs get the
+    headroom it ran with, so both sides of the comparison carry the same ballast. A ucudnn run that runs out of
+    memory is never run again: that is a failure to report."""
     results: list[Result] = []
-    for model, batch in models:
-        room = headroom
-        for cfg in cfgs:
-            r = run_one(model, batch, cfg, room)
-            tries = 0
-            while cfg.pressure and cfg.ucudnn is None and r.out_of_memory and tries < retries:
-                room, tries = 2 * room, tries + 1
-                print(f"{model} N={batch} {cfg.name}: out of memory; again with {room // _MIB} MiB of headroom",
-                      file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        for model, batch in models:
+            room = headroom
+            for cfg in cfgs:
                 r = run_one(model, batch, cfg, room)
-            results.append(r)
-    return results
+                tries = 0
+                while cfg.pressure and cfg.ucudnn is None and r.out_of_memory and tries < retries:
+                    room, tries = 2 * room, tries + 1
+                    print(f"{model} N={batch} {cfg.name}: out of memory; again with {room // _MIB} MiB of headroom",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                    r = run_one(model, batch, cfg, room)
+                results.append(r)
+    except KeyboardInterrupt:
+        return results, True
+    return results, False
 
 
 def _run_one(
@@ -546,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{model} N={batch} {cfg.name}: {state} ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)
             return r
 
-        results = run_configs(args.models, cfgs, args.headroom, one)
+        results, interrupted = run_configs(args.models, cfgs, args.headroom, one)
     print(report(results, cfgs, args.api, args.headroom))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
@@ -554,6 +561,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = failures(results, args.api)
     for line in bad:
         print(f"FAILED: {line}")
+    if interrupted:
+        done = len(results)
+        print(f"INTERRUPTED after {done} of {len(args.models) * len(cfgs)} runs: the report covers those", flush=True)
+        return 130
     return 1 if bad else 0
 
 

@@ -4,6 +4,8 @@ worker's loop on a stand-in torch."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -361,7 +363,8 @@ def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_
             r.error, r.out_of_memory = "exit 1: torch.OutOfMemoryError: CUDA out of memory", True
         return r
 
-    results = tt.run_configs([("resnet18", 256), ("conv3d", 16)], cfgs, 256 << 20, run_one)
+    results, interrupted = tt.run_configs([("resnet18", 256), ("conv3d", 16)], cfgs, 256 << 20, run_one)
+    assert not interrupted
     assert calls == [
         ("resnet18/torch", 256), ("resnet18/ucudnn", 256), ("resnet18/torch+pressure", 256),
         ("resnet18/torch+pressure", 512), ("resnet18/torch+pressure", 1024), ("resnet18/ucudnn+pressure", 1024),
@@ -374,7 +377,7 @@ def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_
     # Twice at most; a ucudnn run out of memory is reported, never run again.
     survives["resnet18"] = 4096 << 20
     calls.clear()
-    results = tt.run_configs([("resnet18", 256)], cfgs, 256 << 20, run_one)
+    results, _ = tt.run_configs([("resnet18", 256)], cfgs, 256 << 20, run_one)
     assert [c for c in calls if "pressure" in c[0]] == [("resnet18/torch+pressure", h) for h in (256, 512, 1024)] + [
         ("resnet18/ucudnn+pressure", 1024)
     ]
@@ -387,3 +390,31 @@ def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_
     calls.clear()
     tt.run_configs([("resnet18", 256)], [c for c in cfgs if c.name == "ucudnn+pressure"], 256 << 20, ucudnn_oom)
     assert calls == [("ucudnn+pressure", 256)]
+
+
+def test_an_interrupt_keeps_the_runs_that_finished_and_the_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A time box's SIGINT (the GPU acceptance boxes every step) reaches the run under way: the runs that finished
+    are reported and written, and the exit status says it was interrupted."""
+    cfgs = tt.configs(None, pressure=True)
+
+    def run_one(model: str, batch: int, cfg: tt.Config, headroom: int) -> tt.Result:
+        if cfg.name == "torch+pressure":
+            raise KeyboardInterrupt
+        return tt.Result(
+            model, batch, cfg.name, ms_per_iter=2.0, losses=[1.0], stats={"calls": 1} if cfg.ucudnn else {}
+        )
+
+    results, interrupted = tt.run_configs([("resnet18", 8)], cfgs, 256 << 20, run_one)
+    assert interrupted and [r.config for r in results] == ["torch", "ucudnn"]
+
+    def fake_run_one(model: str, batch: int, cfg: tt.Config, args: Any, workdir: Path, env: Any, room: int) -> Any:
+        return run_one(model, batch, cfg, room)
+
+    monkeypatch.setattr(tt, "_run_one", fake_run_one)
+    out = tmp_path / "r.json"
+    assert tt.main(["--models", "resnet18:8", "--json", str(out)]) == 130
+    printed = capsys.readouterr().out
+    assert "resnet18      8 ucudnn" in printed and "INTERRUPTED after 2 of 4 runs" in printed
+    assert [r["config"] for r in json.loads(out.read_text())] == ["torch", "ucudnn"]
