@@ -144,7 +144,9 @@ static int plan_workspace(const uc_call *c, int algo, size_t *bytes)
 /* ---- workspace size ---- */
 
 /* The plan's workspace when `algo` is the algorithm reported for a plan of the call, else the real library's answer
- * to the caller's exact arguments. */
+ * to the caller's exact arguments. An algorithm the shim never listed for a plan of this kernel plans nothing:
+ * PyTorch's benchmark mode asks every algorithm's workspace before its Find*Ex, and a plan made then would be
+ * measured on buffers of cuDNN's own, not on the tensors and workspace that Find*Ex passes. */
 static cudnnStatus_t workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, int algo,
                                     size_t *bytes)
@@ -152,7 +154,7 @@ static cudnnStatus_t workspace_size(int op, cudnnHandle_t handle, cudnnTensorDes
     uc_kernel k;
     const char *why = bytes ? uc_kernel_read(&k, op, x, w, conv, y, NULL) : "NULL";
     uc_call c = {handle, &k, x, y, w, conv, NULL};
-    if (!why && plan_workspace(&c, algo, bytes))
+    if (!why && uc_cache_reported(&k, algo) && plan_workspace(&c, algo, bytes))
         return CUDNN_STATUS_SUCCESS;
     return (cudnnStatus_t)uc_real_workspace_size(op, handle, x, w, conv, y, algo, bytes);
 }

@@ -52,7 +52,8 @@ def test_micro_batched_matches_undivided(run_driver: RunDriver, op: str, plan: s
 def test_four_threads_two_handles(run_driver: RunDriver) -> None:
     args = ["op=bwd_filter", "n=8", "beta=0.5", "repeat=5", "handles=2"]
     ref = run_driver(*args, preload=False)
-    got = run_driver(*args, "planner=fixed", "plan=3:0,2:1,3:3", threads=4)
+    # Listed first, as a framework does: the workspace query of the listed algorithm answers the plan's workspace.
+    got = run_driver(*args, "planner=fixed", "plan=3:0,2:1,3:3", "query=get", threads=4)
     assert got.returncode == 0, got.stderr
     stats = got.report["stats"]
     assert stats["calls"] == 20 and stats["planned"] == 20 and stats["micro_batches"] == 60
@@ -61,10 +62,11 @@ def test_four_threads_two_handles(run_driver: RunDriver) -> None:
 
 
 def test_smaller_workspace_replans(run_driver: RunDriver) -> None:
-    # "fit" plans quarters with algo 0 (no workspace) below 1 MiB, the fixed GEMM plan above.
+    # "fit" plans quarters with algo 0 (no workspace) below 1 MiB, the fixed GEMM plan above. Listed first, as a
+    # framework does: the workspace query of the listed algorithm answers the plan's workspace.
     args = ["op=fwd", "n=8", "c=8", "k=8", "in=12,12", "planner=fit", "plan=4:2,4:2"]
     ref = run_driver("op=fwd", "n=8", "c=8", "k=8", "in=12,12", preload=False)
-    big = run_driver(*args, "algo=2")
+    big = run_driver(*args, "algo=2", "query=get")
     assert [m["algo"] for m in big.report["last_plan"]["micro_batches"]] == [2, 2]
     assert big.report["ws_bytes"] > 0
     small = run_driver(*args, "algo=2", "ws=64")

@@ -223,6 +223,30 @@ void conv_fill(const conv_problem *p, void *buf, size_t count, unsigned seed)
     }
 }
 
+/* The real workspace query of the problem's op for `algo`. */
+static int workspace_of(cudnnHandle_t h, const conv_problem *p, int a, size_t *bytes)
+{
+    return p->op == OP_BWD_DATA ? cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wD, p->yD, p->convD, p->xD, a, bytes)
+           : p->op == OP_BWD_FILTER
+               ? cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xD, p->yD, p->convD, p->wD, a, bytes)
+               : cudnnGetConvolutionForwardWorkspaceSize(h, p->xD, p->wD, p->convD, p->yD, a, bytes);
+}
+
+/* The workspace PyTorch's benchmark mode gives its Find*Ex (getMaxWorkspaceSize in Conv_v7.cpp): every algorithm's
+ * workspace asked first, the largest that fits its largest free block (max_block=BYTES) kept. */
+static size_t pytorch_find_ws(cudnnHandle_t h, const conv_problem *p)
+{
+    const char *block_opt = opt("max_block", NULL);
+    size_t block = block_opt ? (size_t)strtoull(block_opt, NULL, 10) : SIZE_MAX, best = 0;
+    int count = p->op == OP_BWD_DATA ? 6 : p->op == OP_BWD_FILTER ? 7 : 8;
+    for (int a = 0; a < count; a++) {
+        size_t sz = 0;
+        if (workspace_of(h, p, a, &sz) == 0 && sz > 0 && sz >= best && sz <= block)
+            best = sz;
+    }
+    return best;
+}
+
 /* Get*_v7, Find* or Find*Ex of the problem's op, into ch->perf. */
 static int query(cudnnHandle_t h, const conv_problem *p, const char *kind, int requested, conv_choice *ch)
 {
@@ -250,7 +274,8 @@ static int query(cudnnHandle_t h, const conv_problem *p, const char *kind, int r
                                                                                ch->perf);
     /* findex: on scratch buffers and workspace of our own */
     void *x = calloc(p->x_elems, p->esz), *y = calloc(p->y_elems, p->esz), *w = calloc(p->w_elems, p->esz);
-    size_t ws_bytes = (size_t)opti("findex_ws", 1 << 20);
+    const char *ws_opt = opt("findex_ws", NULL);
+    size_t ws_bytes = ws_opt && !strcmp(ws_opt, "pytorch") ? pytorch_find_ws(h, p) : (size_t)opti("findex_ws", 1 << 20);
     void *ws = calloc(1, ws_bytes);
     int st = p->op == OP_BWD_DATA
                  ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, wD, w, yD, y, convD, xD, x, requested, got,
@@ -296,14 +321,7 @@ void conv_choose(cudnnHandle_t h, const conv_problem *p, conv_choice *ch)
     if (!strcmp(ws_opt, "entry")) { /* the chosen row's own workspace, as PyTorch allocates it */
         ch->ws_bytes = ch->entry >= 0 ? ch->perf[ch->entry].memory : 0;
     } else if (!strcmp(ws_opt, "query")) {
-        int a = ch->algo;
-        int st = p->op == OP_BWD_DATA
-                     ? cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wD, p->yD, p->convD, p->xD, a, &ch->ws_bytes)
-                 : p->op == OP_BWD_FILTER
-                     ? cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xD, p->yD, p->convD, p->wD, a,
-                                                                      &ch->ws_bytes)
-                     : cudnnGetConvolutionForwardWorkspaceSize(h, p->xD, p->wD, p->convD, p->yD, a, &ch->ws_bytes);
-        check("workspace size", st);
+        check("workspace size", workspace_of(h, p, ch->algo, &ch->ws_bytes));
     } else {
         ch->ws_bytes = (size_t)strtoull(ws_opt, NULL, 10);
     }

@@ -55,7 +55,8 @@ void conv_setup(conv_problem *p, cudnnDataType_t dtype, cudnnDataType_t compute)
 void conv_fill(const conv_problem *p, void *buf, size_t count, unsigned seed);
 
 /* The algorithm and workspace, chosen as a framework would: query=none|get|find|findex (requested,
- * findex_ws), the first successful row (deterministic only if deterministic=1) whose memory is at most
+ * findex_ws=BYTES, or findex_ws=pytorch: every algorithm's workspace asked first and the largest within
+ * max_block=BYTES given, as PyTorch's benchmark mode does), the first successful row (deterministic only if deterministic=1) whose memory is at most
  * alloc_limit=BYTES (if given), else algo=; ws=query|entry (the chosen row's memory)|BYTES. */
 #define MAX_ROWS 64
 typedef struct {
