@@ -144,7 +144,8 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
         *source = "offer";
         uc_goffer_plan(g, limit, policy, main, alt);
         int kept = 0;
-        if (main->nparts > 1 && alt->nparts && g->n <= INT_MAX && stored_check(g, main, alt, &kept) == 0) {
+        if (main->nparts > 1 && alt->nparts && g->n <= INT_MAX && uc_cfg_verify_samples() > 0 &&
+            stored_check(g, main, alt, &kept) == 0) {
             *verified = 1;
             UC_COUNT(graph_stored_checks, 1);
             uc_log(UC_LOG_INFO, "graph plan %p: a check stored in the cache %s its divided plan: not checked again",
