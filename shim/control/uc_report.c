@@ -95,6 +95,7 @@ char *uc_stats_text(void)
     FIELD(checks_started);
     FIELD(graph_checks_started);
     FIELD(graph_stored_checks);
+    FIELD(find_ex_benchmarks);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);
 #undef FIELD

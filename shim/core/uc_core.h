@@ -58,7 +58,9 @@ typedef struct {
          * path and on the graph path (against graph_verified) */
         checks_started, graph_checks_started,
         /* offered variants' divided plans that a check stored in the cache by an earlier run settled */
-        graph_stored_checks;
+        graph_stored_checks,
+        /* the legacy planner's searches at a batch size on a Find*Ex caller's own buffers (its rows at its N too) */
+        find_ex_benchmarks;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

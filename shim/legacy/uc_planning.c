@@ -42,6 +42,8 @@ static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap
 {
     const uc_call *c = subject;
     const uc_found *f = c->found;
+    if (f)
+        UC_COUNT(find_ex_benchmarks, 1);
     if (f && f->rows && batch == c->k->x.dims[0]) {
         *n = f->nrows < cap ? f->nrows : cap;
         memcpy(rows, f->rows, sizeof *rows * (size_t)*n);

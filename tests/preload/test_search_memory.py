@@ -54,6 +54,7 @@ def test_find_ex_plans_on_the_callers_buffers_when_the_device_is_full(
     full_db = tmp_path / "full.sqlite"
     full = run_driver(*args, env=CHECK | FULL | {"UCUDNN_DATABASE": str(full_db)})
     assert full.returncode == 0, full.stderr
+    assert full.report["stats"]["find_ex_benchmarks"] >= 5, full.report["stats"]  # N = 16, 8, 4, 2, 1
     assert "not using that size" not in full.stderr and "without memory" not in full.stderr
     assert full.report["last_plan"] == roomy.report["last_plan"]
     assert full.report["model_ms"] == pytest.approx(roomy.report["model_ms"], rel=1e-9)
@@ -77,6 +78,7 @@ def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, 
     db = tmp_path / "shared.sqlite"
     starved = run_driver(*get, env=CHECK | FULL | {"UCUDNN_DATABASE": str(db)})
     assert starved.returncode == 0, starved.stderr
+    assert starved.report["stats"]["find_ex_benchmarks"] == 0
     assert starved.report["model_ms"][-1] > 3 * fresh.report["model_ms"][-1]
     short = rows(db, f"SELECT DISTINCT batch FROM benchmarks WHERE status = {UNALLOCATED} ORDER BY batch")
     assert short == [(2,), (4,), (8,)], short
