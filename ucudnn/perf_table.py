@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ucudnn._cache_rows import UNALLOCATED
+from ucudnn.log import get_logger
 from ucudnn.optimizer import AlgoPerf, BatchSizePolicy, can_compose, candidate_batch_sizes, parse_policy
 from ucudnn.plan_text import short_kernel_name
 
@@ -207,10 +209,13 @@ def from_cache_export(
     if batch is not None and batch < 1:
         raise PerfTableError(f"batch: must be >= 1 ({batch})")
     kernels: dict[str, list[dict[str, Any]]] = {}
+    short: list[str] = []
     for run in runs:
         if not isinstance(run, Mapping) or run.get("backend_id") != backend_id:
             continue
         rows = kernels.setdefault(str(run["key"]), [])
+        if any(isinstance(a, Mapping) and a.get("status") == UNALLOCATED for a in run.get("algos", [])):
+            short.append(f"{short_kernel_name(str(run['key']))} at b={run['batch']}")
         for a in run.get("algos", []):
             if a.get("status") == 0 and a.get("time_ms") is not None:
                 rows.append(
@@ -223,6 +228,13 @@ def from_cache_export(
                         "math_type": int(a["math_type"]),
                     }
                 )
+    if short:
+        get_logger("perf_table").warning(
+            "%d benchmark run(s) could not allocate memory for some algorithms, which the table lacks (measured "
+            "again when a plan could use them): %s",
+            len(short),
+            ", ".join(short[:8]) + (", ..." if len(short) > 8 else ""),
+        )
     table = [
         {"name": key, "batch": batch if batch is not None else max(m["batch"] for m in rows), "measurements": rows}
         for key, rows in sorted(kernels.items())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.cache import Cache, PlanKey
+from ucudnn.cache import UNALLOCATED, BenchmarkRow, Cache, PlanKey
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
 KEY = "bwdf|half|x=?x256x14x14|w=256x256x3x3|g=1"
@@ -105,6 +106,20 @@ def test_export_perf_table_feeds_ucudnn_plan(db: Path, tmp_path: Path) -> None:
     plan = json.loads(r.stdout)
     assert plan["workspace_bytes"] == 1024 and plan["time_ms"] == pytest.approx(0.4)
     assert [(m["batch"], m["algo"]) for m in plan["micro_batches"]] == [(1, 1)] * 4
+
+
+def test_export_perf_table_names_runs_short_of_memory(db: Path, tmp_path: Path) -> None:
+    with Cache(db) as c:  # at b = 8 the search could not give algo 1 its workspace
+        c.put_benchmark(
+            KEY, "gpu", 8, [AlgoPerf(8, 0, 8.0, 0), BenchmarkRow(8, 1, UNALLOCATED, math.inf, 8192, True, 0)]
+        )
+    table = tmp_path / "table.json"
+    r = ucudnn("db", "--database", str(db), "export", "--perf-table", str(table))
+    assert r.returncode == 0, r.stderr
+    assert "1 benchmark run(s) could not allocate memory for some algorithms" in r.stderr and "b=8" in r.stderr
+    [kernel] = json.loads(table.read_text())["kernels"]
+    assert (8, 1) not in {(m["batch"], m["algo"]) for m in kernel["measurements"]}
+    assert "could not allocate" not in ucudnn("db", "--database", str(db), "export").stderr
 
 
 def test_export_perf_table_needs_one_backend(db: Path, tmp_path: Path) -> None:
