@@ -51,11 +51,13 @@ class BenchmarkRow:
 
     @classmethod
     def from_perf(cls, perf: AlgoPerf) -> BenchmarkRow:
+        """The row stored for ``perf``: status 0 for a time, ``UNALLOCATED`` for an ``Unallocated`` algorithm, -1
+        for one that could not run."""
         ok = math.isfinite(perf.time_ms) and perf.time_ms >= 0
         return cls(
             perf.batch,
             perf.algo,
-            0 if ok else -1,
+            0 if ok else UNALLOCATED if isinstance(perf, Unallocated) else -1,
             perf.time_ms if ok else math.inf,
             perf.workspace_bytes,
             perf.deterministic,

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from ucudnn import config
 from ucudnn import policy as _policy
-from ucudnn.cache import UNALLOCATED, BenchmarkRow, Cache, CacheError, PlanKey, Unallocated, Verdict
+from ucudnn.cache import Cache, CacheError, PlanKey, Unallocated, Verdict
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
@@ -459,17 +459,18 @@ class Planner:
         except (sqlite3.Error, CacheError) as exc:
             log.warning("cannot read benchmarks from %s (%s); benchmarking afresh", self.cache, exc)
             stored = {}
+        # Sizes this process measured short of memory, incomplete for this limit: taken as they are, in one read.
+        again = [b for b in sizes if b not in stored and (key, backend_id, b) in self._short_here]
+        try:
+            taken = self.cache.get_benchmarks(key, backend_id, again) if again else {}
+        except (sqlite3.Error, CacheError):
+            taken = {}
+        stored |= taken
         unusable: list[int] = []
-        short: list[int] = []
+        short: list[int] = sorted(taken)
         for b in sorted(sizes, reverse=True):
             if b in stored:
                 continue
-            if (key, backend_id, b) in self._short_here:
-                again = self._stored_run(key, backend_id, b)
-                if again is not None:
-                    stored[b] = again
-                    short.append(b)
-                    continue
             rows = self._run_benchmark(key, b, benchmark)
             if rows is None:
                 unusable.append(b)
@@ -482,17 +483,7 @@ class Planner:
                 log.info("benchmark of %s at b=%d could not allocate memory for %d algorithm(s) within %d B",
                          key, b, len(unallocated), limit)  # fmt: skip
             try:
-                self.cache.put_benchmark(
-                    key,
-                    backend_id,
-                    b,
-                    [
-                        dataclasses.replace(BenchmarkRow.from_perf(p), status=UNALLOCATED)
-                        if isinstance(p, Unallocated)
-                        else p
-                        for p in rows
-                    ],
-                )
+                self.cache.put_benchmark(key, backend_id, b, rows)
             except (sqlite3.Error, CacheError) as exc:
                 log.warning("cannot store benchmarks of %s at b=%d in %s: %s", key, b, self.cache, exc)
             stored[b] = rows
@@ -503,13 +494,6 @@ class Planner:
             if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0
         )
         return _Measured(perfs, tuple(sorted(unusable)), tuple(sorted(short)))
-
-    def _stored_run(self, key: str, backend_id: str, b: int) -> list[AlgoPerf] | None:
-        """The stored run at ``b`` whatever it lacks, or None."""
-        try:
-            return self.cache.get_benchmark(key, backend_id, b)
-        except (sqlite3.Error, CacheError):
-            return None
 
     @staticmethod
     def _run_benchmark(key: str, b: int, benchmark: Benchmark) -> list[AlgoPerf] | None:
