@@ -310,6 +310,9 @@ int uc_gparts_uniform(const uc_ggraph *g, int64_t engine, int64_t b, size_t limi
  * notes of the variant's engine): 0 and *out, or -1. */
 int uc_gparts_listed(const uc_ggraph *g, int64_t engine, size_t limit, uc_gparts *out);
 void uc_gparts_drop(uc_gparts *p);
+/* The parts as micro-batches (size, engine as the algorithm, math type 0), as the planner and the stored checks
+ * speak of them: p->nparts of them (the caller frees), or NULL when there are none or memory is short. */
+ucudnn_micro_batch *uc_gparts_steps(const uc_gparts *p);
 
 /* ---- the decision for a plan (uc_graph_split.c) and running it (uc_graph_exec.c) ---- */
 

@@ -148,14 +148,14 @@ static int choose(uc_ggraph *g, int *use_alt, verdict *v)
 /* The check's outcome, to the planner's recorder (parts and the undivided choice as micro-batches). */
 static void record(const uc_ggraph *g, const verdict *v)
 {
-    ucudnn_micro_batch *mbs = calloc((size_t)g->main.nparts, sizeof *mbs);
-    if (!mbs || !g->alt.nparts) {
+    ucudnn_micro_batch *mbs = uc_gparts_steps(&g->main), *alt = uc_gparts_steps(&g->alt);
+    if (!mbs || !alt) {
         free(mbs);
+        free(alt);
         return;
     }
-    for (int i = 0; i < g->main.nparts; i++)
-        mbs[i] = (ucudnn_micro_batch){(int)g->main.size[i], (int)g->main.engine[i], 0};
-    ucudnn_micro_batch undivided = {(int)g->alt.size[0], (int)g->alt.engine[0], 0};
+    ucudnn_micro_batch undivided = alt[0];
+    free(alt);
     ucudnn_verdict out = {UCUDNN_ABI_VERSION, uc_graph_op_code(g), g->key, NULL, (int)g->n, g->limit,
                           uc_cfg_policy_name(g->policy), !(g->notes & (1 << 4)), v->kept, g->main.nparts, mbs,
                           undivided, v->main_ms, v->alt_ms, v->samples};

@@ -11,6 +11,14 @@
 
 #include "uc_graph.h"
 
+ucudnn_micro_batch *uc_gparts_steps(const uc_gparts *p)
+{
+    ucudnn_micro_batch *steps = p->nparts > 0 ? calloc((size_t)p->nparts, sizeof *steps) : NULL;
+    for (int i = 0; steps && i < p->nparts; i++)
+        steps[i] = (ucudnn_micro_batch){(int)p->size[i], (int)p->engine[i], 0};
+    return steps;
+}
+
 void uc_gparts_drop(uc_gparts *p)
 {
     for (int i = 0; i < p->nowned; i++)

@@ -109,16 +109,16 @@ static int stored_check(const uc_ggraph *g, const uc_gparts *main, const uc_gpar
 {
     int transient = 0;
     (void)uc_get_planner(&transient);
-    ucudnn_micro_batch *mbs = g->key ? calloc((size_t)main->nparts, sizeof *mbs) : NULL;
-    if (!mbs)
-        return 1;
-    for (int i = 0; i < main->nparts; i++)
-        mbs[i] = (ucudnn_micro_batch){(int)main->size[i], (int)main->engine[i], 0};
-    char backend[UC_BACKEND_ID_MAX];
-    uc_backend_id(backend, sizeof backend);
-    ucudnn_micro_batch undivided = {(int)alt->size[0], (int)alt->engine[0], 0};
-    int rc = uc_store_verdict(g->key, backend, (int)g->n, !(g->notes & (1 << 4)), mbs, main->nparts, undivided, kept);
+    ucudnn_micro_batch *mbs = g->key ? uc_gparts_steps(main) : NULL, *undivided = mbs ? uc_gparts_steps(alt) : NULL;
+    int rc = 1;
+    if (undivided) {
+        char backend[UC_BACKEND_ID_MAX];
+        uc_backend_id(backend, sizeof backend);
+        rc = uc_store_verdict(g->key, backend, (int)g->n, !(g->notes & (1 << 4)), mbs, main->nparts, undivided[0],
+                              kept);
+    }
     free(mbs);
+    free(undivided);
     return rc == 0 ? 0 : 1;
 }
 

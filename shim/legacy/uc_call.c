@@ -53,27 +53,31 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
     return clamped(uc_real_search(1, c, x, y, cap, n, rows), n, cap);
 }
 
-int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
-                    int cap, int *n)
+int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap, int *n,
+                      void *rows)
 {
     const uc_real_table *r = uc_real();
     const uc_found *f = c->found;
     int st = uc_status(UC_ST_NOT_SUPPORTED), op = c->k->op;
-    *n = 0;
     uc_guard++;
     if (op == UCUDNN_OP_FWD && r->cudnnFindConvolutionForwardAlgorithmEx)
-        st = r->cudnnFindConvolutionForwardAlgorithmEx(c->handle, x, f->x, c->w, f->w, c->conv, y, f->y, cap, n,
-                                                       (cudnnConvolutionFwdAlgoPerf_t *)rows, f->ws, f->ws_bytes);
+        st = r->cudnnFindConvolutionForwardAlgorithmEx(c->handle, x, f->x, c->w, f->w, c->conv, y, f->y, cap, n, rows,
+                                                       f->ws, f->ws_bytes);
     else if (op == UCUDNN_OP_BWD_DATA && r->cudnnFindConvolutionBackwardDataAlgorithmEx)
         st = r->cudnnFindConvolutionBackwardDataAlgorithmEx(c->handle, c->w, f->w, y, f->y, c->conv, x, f->x, cap, n,
-                                                            (cudnnConvolutionBwdDataAlgoPerf_t *)rows, f->ws,
-                                                            f->ws_bytes);
+                                                            rows, f->ws, f->ws_bytes);
     else if (op == UCUDNN_OP_BWD_FILTER && r->cudnnFindConvolutionBackwardFilterAlgorithmEx)
         st = r->cudnnFindConvolutionBackwardFilterAlgorithmEx(c->handle, x, f->x, y, f->y, c->conv, c->w, f->w, cap,
-                                                              n, (cudnnConvolutionBwdFilterAlgoPerf_t *)rows, f->ws,
-                                                              f->ws_bytes);
+                                                              n, rows, f->ws, f->ws_bytes);
     uc_guard--;
-    return clamped(st, n, cap);
+    return st;
+}
+
+int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
+                    int cap, int *n)
+{
+    *n = 0;
+    return clamped(uc_real_search_ex(c, x, y, cap, n, rows), n, cap);
 }
 
 int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,

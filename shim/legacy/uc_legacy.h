@@ -112,7 +112,10 @@ int uc_real_get_v7(const uc_call *c, ucudnn_perf *rows, int cap, int *n);
 int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
                  int cap, int *n);
 /* The real Find*Ex of the call's op on c->found's buffers and workspace, at descriptors x/y (clones of the call's
- * at a smaller N address the first samples of the same buffers), *n clamped as above. */
+ * at a smaller N address the first samples of the same buffers): with exactly these arguments (search_ex), and
+ * into rows with *n clamped as above (find_ex). */
+int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap, int *n,
+                      void *rows);
 int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
                     int cap, int *n);
 /* The real workspace query of `op` with exactly these arguments (x is dx for BackwardData, y is dy for the

@@ -190,35 +190,26 @@ static cudnnStatus_t search_ex(int op, cudnnHandle_t handle, cudnnTensorDescript
                                cudnnTensorDescriptor_t y, const void *yp, int requested, int *returned, void *out,
                                void *ws, size_t ws_bytes)
 {
-    const uc_real_table *r = uc_real();
     uc_kernel k;
+    k.op = op;
     const char *why = (requested < 1 || !returned || !out) ? "bad arguments"
                                                            : uc_kernel_read(&k, op, x, w, conv, y, NULL);
     int big = why || requested > UC_MAX_ROWS;
     ucudnn_perf rows[UC_MAX_ROWS];
     int n = 0, cap = big ? requested : UC_MAX_ROWS;
-    int *count = big ? returned : &n;
-    void *dst = big ? out : (void *)rows;
-    uc_guard++;
-    int st = op == UCUDNN_OP_FWD
-                 ? r->cudnnFindConvolutionForwardAlgorithmEx(handle, x, xp, w, wp, conv, y, (void *)yp, cap, count,
-                                                             dst, ws, ws_bytes)
-             : op == UCUDNN_OP_BWD_DATA
-                 ? r->cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w, wp, y, yp, conv, x, (void *)xp, cap,
-                                                                  count, dst, ws, ws_bytes)
-                 : r->cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x, xp, y, yp, conv, w, (void *)wp, cap,
-                                                                    count, dst, ws, ws_bytes);
-    uc_guard--;
+    /* Planning benchmarks on the caller's buffers and workspace, as its own search did: under memory pressure
+     * the workspace it could allocate is all there is, and a search on buffers of the library's own would have
+     * to allocate every tensor again (at large micro-batches, often more than is free). Roles as uc_found's. */
+    uc_found found = {(void *)xp, (void *)wp, (void *)yp, ws, ws_bytes, rows, 0};
+    uc_call c = {handle, &k, x, y, w, conv, &found};
+    int st = uc_real_search_ex(&c, x, y, cap, big ? returned : &n, big ? out : (void *)rows);
     if (big)
         return (cudnnStatus_t)st;
     if (n < 0 || n > UC_MAX_ROWS)
         n = 0;
+    found.nrows = n;
+    c.found = st == 0 ? &found : NULL;
     size_t ws_cap = uc_cfg_exec_cap();
-    /* Planning benchmarks on the caller's buffers and workspace, as its own search did: under memory pressure
-     * the workspace it could allocate is all there is, and a search on buffers of the library's own would have
-     * to allocate every tensor again (at large micro-batches, often more than is free). Roles as uc_found's. */
-    uc_found found = {(void *)xp, (void *)wp, (void *)yp, ws, ws_bytes, rows, n};
-    uc_call c = {handle, &k, x, y, w, conv, st == 0 ? &found : NULL};
     return answer(&c, ws_bytes < ws_cap ? ws_bytes : ws_cap, ws_bytes, st, rows, n, requested, returned, out);
 }
 
