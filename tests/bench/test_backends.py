@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._env import project_pythonpath
 from tests.bench import fake_cupy
 from ucudnn import _paths
 from ucudnn.bench.backends import Backend, CudaBackend, HostBackend
@@ -78,7 +79,7 @@ def test_cuda_path_runs_on_a_stand_in(tmp_path: Path) -> None:
         "UCUDNN_REAL_LIBCUDNN": str(_paths.HOST_CUDNN),
         "UCUDNN_HOST_TIMING": "model",  # deterministic Find, so the plans below are the same on every machine
         "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"),
-        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": project_pythonpath(os.environ),
     }
     args = ["--backend", "cuda", "--problems", str(problems), "--ops", "fwd", "--workspace", "16KiB,2MiB",
             "--repeat", "1", "--json", str(out_json), "--progress", "none", "-v"]  # fmt: skip

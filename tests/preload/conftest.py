@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._env import project_pythonpath
 from ucudnn import _paths
 
 HERE = Path(__file__).resolve().parent
@@ -125,7 +126,7 @@ def run_python_host(
     out = tmp_path / f"{script.stem}{len(list(tmp_path.iterdir()))}"
     out.mkdir()
     full = base_env()
-    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["PYTHONPATH"] = project_pythonpath(full)
     full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
     if env is not None:
         full["LD_PRELOAD"] = str(preload_lib)

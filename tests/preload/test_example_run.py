@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests._env import project_pythonpath
+
 from .conftest import ROOT, base_env
 
 EXAMPLE = [sys.executable, "-m", "ucudnn.examples.train", "--steps", "2", "--memory", "2MiB"]
@@ -31,7 +33,7 @@ NOTHING_SEEN = "no cuDNN convolution call reached the preload library"
 def run(tmp_path: Path, *args: str, under: bool = True, env: dict[str, str] | None = None,
         ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     full = base_env()
-    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["PYTHONPATH"] = project_pythonpath(full)
     full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
     full["UCUDNN_VERIFY_SAMPLES"] = "3"  # the defaults of a user's run
     full.update(env or {})
@@ -137,7 +139,7 @@ def test_no_warning_for_a_program_with_nothing_to_see_or_that_failed(
 ) -> None:
     """Was: the warning for `true` and for programs that never started."""
     full = base_env()
-    full["PYTHONPATH"] = os.pathsep.join([str(ROOT), full.get("PYTHONPATH", "")])
+    full["PYTHONPATH"] = project_pythonpath(full)
     full["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
     proc = subprocess.run([sys.executable, "-m", "ucudnn.cli", "run", "--", *program], env=full, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)  # fmt: skip
@@ -182,7 +184,7 @@ def test_the_readmes_first_run_commands_work_as_written(tmp_path: Path) -> None:
     commands = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
     assert len(commands) == 2 and commands[1].startswith("ucudnn run"), commands
     env = base_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = project_pythonpath(env)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # this venv's ucudnn
     env["UCUDNN_DATABASE"] = str(tmp_path / "cache.sqlite")
     outs = [
@@ -220,7 +222,7 @@ def test_an_unusable_stats_file_directory_is_one_line_and_exit_2(tmp_path: Path)
     blocker = tmp_path / "file"
     blocker.write_text("")
     env = base_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = project_pythonpath(env)
     for cmd in (["ucudnn.cli", "run", "--stats-file", str(blocker / "d" / "s.json"), "--", "true"],
                 ["ucudnn.bench.cli", "--quick", "--database", str(blocker / "d" / "c.sqlite")]):  # fmt: skip
         proc = subprocess.run([sys.executable, "-m", *cmd], env=env, capture_output=True, text=True, timeout=120)

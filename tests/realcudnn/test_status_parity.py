@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests._env import project_pythonpath
 from ucudnn import _paths
 
 from .test_descriptors import _real_libcudnn
@@ -56,7 +57,7 @@ def standin_dir() -> Path:
 def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, local: bool = False, tmp: Path,
           ) -> dict[str, Any]:  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = project_pythonpath(env)
     env["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
     if standins is not None:
         env["LD_LIBRARY_PATH"] = str(standins)
