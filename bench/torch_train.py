@@ -11,7 +11,8 @@ each in a process of its own:
 - ``torch+pressure`` and ``ucudnn+pressure``: the same two, with a ballast tensor holding most of the GPU's
   free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
   the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated from one forward
-  pass at the step's busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
+  pass, run without cuDNN so that no convolution algorithm is chosen before the ballast exists, at the step's
+  busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
   says what each run left unallocated at its own peak). Where PyTorch alone runs out of memory under that
   ballast (the estimate misses what loads lazily), the headroom is doubled, at most twice, for both pressure runs
   of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never run again.
@@ -241,11 +242,20 @@ def _worker(args: argparse.Namespace) -> int:
 
     ballast, usable = None, 0
     if args.headroom is not None:
-        need = model_needs(torch, model, lambda: loss_fn(model(x), target))
+        # The measuring forward runs without cuDNN: with it, PyTorch's benchmark mode (and ucudnn) would choose the
+        # forward convolutions' algorithms now, with the memory the ballast is about to take still free.
+        enabled = torch.backends.cudnn.enabled
+        torch.backends.cudnn.enabled = False
+        try:
+            need = model_needs(torch, model, lambda: loss_fn(model(x), target))
+        finally:
+            torch.backends.cudnn.enabled = enabled
         model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info()
-        usable = free + torch.cuda.memory_allocated()  # what this process's tensors could take, ballast included
+        # What this process's tensors could take, ballast included: the free memory and all the allocator holds. Not
+        # only what is allocated: a segment empty_cache cannot release (one block of it in use) is handed out again.
+        usable = free + torch.cuda.memory_reserved()
         # `need` counts what is already allocated (the weights, their initial copy, the input), which `free` no longer
         # holds: the ballast leaves those bytes a second time, a margin (about 250 MB for ResNet-18 at N = 256) for
         # what loads after it (the cuDNN kernels backward uses, loaded lazily). The report says what each run left.

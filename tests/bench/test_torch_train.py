@@ -180,6 +180,7 @@ class _StandInTorch:
         import types
 
         self.on_step, self.steps, self.opt_steps = on_step, 0, 0
+        self.cudnn_seen: list[bool] = []  # torch.backends.cudnn.enabled at each forward
         torch = self
 
         class Tensor:
@@ -210,6 +211,7 @@ class _StandInTorch:
 
             def __call__(self, _x: Any) -> Tensor:
                 torch.steps += 1
+                torch.cudnn_seen.append(torch.backends.cudnn.enabled)
                 torch.on_step()
                 return Tensor()
 
@@ -249,7 +251,7 @@ class _StandInTorch:
                 return 5.0
 
         self.Tensor, self.model, self.uint8 = Tensor, Model(), "uint8"
-        self.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(benchmark=False))
+        self.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(benchmark=False, enabled=True))
         self.device = lambda _name: "cuda"
         self.manual_seed = lambda _seed: None
         self.Generator = lambda device: types.SimpleNamespace(manual_seed=lambda _s: None)
@@ -260,6 +262,7 @@ class _StandInTorch:
         self.optim = types.SimpleNamespace(SGD=SGD)
         self.cuda = types.SimpleNamespace(
             Event=Event, synchronize=lambda: None, memory_allocated=lambda: 100 << 20, empty_cache=lambda: None,
+            memory_reserved=lambda: 160 << 20,
             mem_get_info=lambda: (1000 << 20, 2000 << 20), reset_peak_memory_stats=lambda: None,
             max_memory_allocated=lambda: 900 << 20,
         )  # fmt: skip
@@ -291,10 +294,12 @@ def test_worker_settles_the_checks_then_times_with_the_weights_unchanged(
     got = json.loads(out.read_text())
     # One measuring forward for the ballast, 3 warm-up steps, then 8 settling forwards to reach the 12th execution.
     assert got["settle_iters"] == 8 and got["checks_open"] == 0
+    # The measuring forward ran without cuDNN (no algorithm chosen before the ballast), every other one with it.
+    assert fake.cudnn_seen[0] is False and all(fake.cudnn_seen[1:]) and len(fake.cudnn_seen) == 1 + 3 + 8 + 4
     assert fake.opt_steps == 7 and got["losses"] == pytest.approx([7.0 - 0.1 * i for i in range(7)])
     assert got["ms_per_iter"] == 5.0
-    # usable: 1000 MiB free + 100 MiB allocated; the peak 900 MiB
-    assert got["left_at_peak_mib"] == pytest.approx(200.0) and got["ballast_mib"] > 0
+    # usable: 1000 MiB free + 160 MiB the allocator holds (100 MiB of it allocated); the peak 900 MiB
+    assert got["left_at_peak_mib"] == pytest.approx(260.0) and got["ballast_mib"] > 0
 
 
 def _needs(outputs_mib: list[int], weights_mib: int) -> int:
