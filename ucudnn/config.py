@@ -187,6 +187,17 @@ VARIABLES: tuple[Var, ...] = (
         expected="<op>:<algo>:<factor> with op fwd, bwd_data or bwd_filter, e.g. bwd_filter:1:0.5",
     ),
     Var(
+        "UCUDNN_HOST_INSTANT_TOP",
+        Kind.STRING,
+        "",
+        "Host backend only, for tests: the graph API's INSTANT (and A, B) heuristics answer only the first k engines "
+        "of their ranking, as real cuDNN's list can start with engines that all need large workspaces; FALLBACK's "
+        "list is unchanged. Unset: every engine.",
+        readers=("host",),
+        pattern="[1-9][0-9]?",
+        expected="a count of engines from 1 to 99, e.g. 1",
+    ),
+    Var(
         "UCUDNN_HOST_TIMING",
         Kind.CHOICE,
         "measure",

@@ -96,6 +96,7 @@ char *uc_stats_text(void)
     FIELD(graph_checks_started);
     FIELD(graph_stored_checks);
     FIELD(find_ex_benchmarks);
+    FIELD(graph_over_limit);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);
 #undef FIELD
@@ -246,6 +247,9 @@ static void say_summary(void)
         unsigned long long gstored = atomic_load(&uc_stat.graph_stored_checks);
         if (gstored)
             SUMMARY_ADD(", %llu settled by checks stored in the cache", gstored);
+        unsigned long long gover = atomic_load(&uc_stat.graph_over_limit);
+        if (gover)
+            SUMMARY_ADD(", %llu over the limit run as built (no engine cuDNN lists fits it, even divided)", gover);
     }
     uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
 }

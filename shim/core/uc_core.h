@@ -60,7 +60,9 @@ typedef struct {
         /* offered variants' divided plans that a check stored in the cache by an earlier run settled */
         graph_stored_checks,
         /* the legacy planner's searches at a batch size on a Find*Ex caller's own buffers (its rows at its N too) */
-        find_ex_benchmarks;
+        find_ex_benchmarks,
+        /* graph plans over an explicit limit for which no plan within it was found: they run as built */
+        graph_over_limit;
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

@@ -3,7 +3,8 @@
  * Find, which cuDNN's backend API does not have.
  *
  * At batch size b: every candidate engine (the caller's own with its knob choices, then cuDNN's INSTANT
- * heuristics whose numerical notes add nothing the caller did not accept: uc_gb_engines) is planned at b,
+ * heuristics and its FALLBACK list, whose numerical notes add nothing the caller did not accept: uc_gb_engines)
+ * is planned at b,
  * executed on scratch buffers (device memory on a GPU, host memory on the host backend) and timed by the
  * clock of uc_device.c: one warm-up, then UC_GBENCH_RUNS timed executions, the median. This is planning time,
  * like cudnnFind: the device is synchronised between executions. Rows carry the engine's global index as the

@@ -307,22 +307,47 @@ int uc_gb_heuristics(const uc_ggraph *g, int64_t b, int mode, int64_t *engines, 
     return found;
 }
 
+static int listed_in(const int64_t *engines, int n, int64_t engine)
+{
+    for (int i = 0; i < n; i++)
+        if (engines[i] == engine)
+            return 1;
+    return 0;
+}
+
+/* Appends the engines of `from` whose notes add nothing the caller did not accept and that are not listed yet,
+ * while fewer than `cap` are: how many are listed then. */
+static int admit(const uc_ggraph *g, const int64_t *from, const int64_t *from_notes, int n, int64_t *engines,
+                 int64_t *notes_out, int found, int cap)
+{
+    for (int i = 0; i < n && found < cap; i++) {
+        if ((from_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN) || listed_in(engines, found, from[i]))
+            continue;
+        engines[found] = from[i];
+        notes_out[found++] = from_notes[i];
+    }
+    return found;
+}
+
+/* The caller's own engine first (it needs nothing the caller did not accept), then the admitted engines of cuDNN's
+ * INSTANT heuristics, then those of its FALLBACK list: the candidates PyTorch reads too. FALLBACK's engines need no
+ * workspace (or the least), so they are what runs undivided within a small limit where INSTANT lists nothing that
+ * fits (as for ResNet-18's convolutions at N=128 within 64 MiB on an H200); room is kept for them. */
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes_out, int cap)
 {
     int64_t heur[UC_G_MAX_CANDIDATES], heur_notes[UC_G_MAX_CANDIDATES];
+    int64_t fb[UC_G_MAX_CANDIDATES], fb_notes[UC_G_MAX_CANDIDATES];
     int n = uc_gb_heuristics(g, b, 0 /* CUDNN_HEUR_MODE_INSTANT */, heur, heur_notes, UC_G_MAX_CANDIDATES);
-    int found = 0;
-    if (cap > 0) { /* the caller's own engine first: it needs nothing the caller did not accept */
+    int nf = uc_gb_heuristics(g, b, 2 /* CUDNN_HEUR_MODE_FALLBACK */, fb, fb_notes, UC_G_MAX_CANDIDATES);
+    int found = 0, room = 0;
+    if (cap > 0) {
         engines[found] = g->engine;
         notes_out[found++] = g->notes;
     }
-    for (int i = 0; i < n && found < cap; i++) {
-        if (heur[i] == g->engine || (heur_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN))
-            continue;
-        engines[found] = heur[i];
-        notes_out[found++] = heur_notes[i];
-    }
-    return found;
+    for (int i = 0; i < nf; i++)
+        room += fb[i] != g->engine && !listed_in(heur, n, fb[i]) && !(fb_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN);
+    found = admit(g, heur, heur_notes, n, engines, notes_out, found, cap - room > found ? cap - room : found);
+    return admit(g, fb, fb_notes, nf, engines, notes_out, found, cap);
 }
 
 void uc_gb_destroy(void *plan)

@@ -219,7 +219,11 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
                    "%d part(s), first %" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n,
                    g->engine, full, source, main.nparts, main.size[0], main.engine[0], g->workspace,
                    checking ? "; checked against the undivided choice after two executions" : "");
-        else if (full >= 0)
+        else if (full >= 0 && (uint64_t)full > limit && !g->offer_limit) {
+            UC_COUNT(graph_over_limit, 1);
+            uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built, over the limit of "
+                   "%zu bytes: no admitted engine fits it, even divided", g->plan, g->n, full, limit);
+        } else if (full >= 0)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built", g->plan, g->n,
                    full);
     }

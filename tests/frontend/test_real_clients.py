@@ -166,6 +166,52 @@ def test_preload_micro_batches_a_real_client_under_a_limit(
         assert stats["graph_split_plans"] > 0 and stats["graph_micro_batches"] > 0, stats
 
 
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
+@pytest.mark.parametrize("policy", ["undivided", "powerOfTwo"])
+def test_a_limit_holds_where_instant_lists_nothing_that_fits(run_client: RunClient, op: str, policy: str) -> None:
+    """On an H200 real cuDNN's INSTANT list held no engine the shim could run within 64 MiB for ResNet-18's 3x3
+    convolutions at N=128, and the planner read no other list: under `--policy undivided --workspace 64MiB` 276 of
+    PyTorch's 964 plans found no plan and ran as built, over the limit, unreported. The host backend's INSTANT list
+    cut to its first engine (UCUDNN_HOST_INSTANT_TOP=1) does the same here. The planner's candidates now include
+    cuDNN's FALLBACK list, as PyTorch's do, whose engines need no workspace. Where no admitted engine fits even so
+    (the deterministic dgrad undivided: FALLBACK's no-workspace dgrad engine is nondeterministic, as real cuDNN's
+    algorithm 0 is), the plan still runs as built, and the exit summary and `graph_over_limit` count it."""
+    p = Problem(op, **LIMITED)
+    inputs = Inputs.make(p)
+    top = {"UCUDNN_HOST_INSTANT_TOP": "1"}
+    extra = ("--benchmark", "0", "--calls", "3")
+    alone = run_client("torch_v0", p, inputs, extra=extra, env_extra=top)
+    assert alone.report["workspace"] > LIMIT_BYTES, alone.report  # INSTANT's one engine, over the limit
+    env = top | {"UCUDNN_BATCH_SIZE_POLICY": policy}
+    run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra, env_extra=env)
+    check_output(run, p, inputs)
+    stats = run.stats
+    assert stats["graph_conv_plans"] > 0, stats
+    if op == "dgrad" and policy == "undivided":
+        assert run.report["workspace"] == alone.report["workspace"] and stats["graph_over_limit"] == 1, stats
+        assert "1 over the limit run as built (no engine cuDNN lists fits it, even divided)" in run.stderr
+        return
+    assert run.report["workspace"] <= LIMIT_BYTES and stats["graph_over_limit"] == 0, (run.report, stats)
+    if policy == "undivided":
+        assert stats["graph_split_plans"] == 0, stats
+
+
+def test_instant_top_cuts_the_list_and_a_bad_value_is_named(run_client: RunClient) -> None:
+    """UCUDNN_HOST_INSTANT_TOP (host backend, tests only) as a real client sees it: PyTorch's benchmark=True times
+    every configuration it is given, so INSTANT's list cut to one engine leaves it that engine and FALLBACK's; a bad
+    value is named on stderr and cuts nothing."""
+    p = Problem("fprop", **LIMITED)
+    inputs = Inputs.make(p)
+    extra = ("--benchmark", "1", "--calls", "1")
+    every = run_client("torch_v0", p, inputs, extra=extra)
+    one = run_client("torch_v0", p, inputs, extra=extra, env_extra={"UCUDNN_HOST_INSTANT_TOP": "1"})
+    bad = run_client("torch_v0", p, inputs, extra=extra, env_extra={"UCUDNN_HOST_INSTANT_TOP": "0"})
+    tried = [r.report["plans_built"] for r in (one, every, bad)]
+    assert tried[0] < tried[1] == tried[2], (one.report, every.report)
+    assert "UCUDNN_HOST_INSTANT_TOP='0': expected a count of engines from 1 to 99" in bad.stderr
+    assert one.stderr == every.stderr == ""
+
+
 @pytest.mark.parametrize("benchmark", [0, 1])
 def test_divided_plans_are_timed_divided_then_checked(run_client: RunClient, benchmark: int) -> None:
     """Under a limit, a divided plan runs divided on its first executions, then its check against the undivided

@@ -124,5 +124,7 @@ int hb_env_trimmed(const char *raw, char *buf, size_t len);
 double hb_find_skew(hb_op op, int algo);
 /* UCUDNN_HOST_FIND_MEMORY: the device memory Find* on buffers of its own may allocate (0: no bound). */
 size_t hb_find_memory(void);
+/* UCUDNN_HOST_INSTANT_TOP: how many engines the graph API's INSTANT/A/B heuristics answer (0: all). */
+size_t hb_instant_top(void);
 
 #endif /* UCUDNN_HB_DESC_H */

@@ -1,6 +1,6 @@
 /*
- * Two knobs of Find* (not Get*_v7), for tests, each read once per process; a bad value is reported naming the
- * variable and ignored.
+ * Knobs for tests, each read once per process; a bad value is reported naming the variable and ignored. Two of
+ * Find* (not Get*_v7), one of the graph API's heuristics.
  *
  * UCUDNN_HOST_FIND_SKEW=<op>:<algo>:<factor>: Find* report `factor` x the true time of one algorithm of one op.
  * A plan can then look faster (or slower) than it runs, which is what the preload library's check of new plans on
@@ -10,6 +10,10 @@
  * whose memory the framework holds. Its tensors come first: when they do not fit the call fails with
  * CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED; an algorithm whose workspace does not fit beside them gets
  * that status in its row, with the workspace it needs. Find*Ex allocates nothing and is not bounded by it.
+ *
+ * UCUDNN_HOST_INSTANT_TOP=<k>: the graph API's INSTANT (and A, B) heuristics answer only the first k engines of
+ * their ranking, as real cuDNN's list on a GPU can lack every engine that fits a small workspace (seen on an H200
+ * for ResNet-18's 3x3 fprop at N=128 within 64 MiB). FALLBACK's list is unchanged.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -50,29 +54,48 @@ double hb_find_skew(hb_op op, int algo) {
     return (int)op == skew_op && algo == skew_algo ? skew_factor : 1.0;
 }
 
-static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
-static size_t memory_bytes;
-
-static void read_memory(void) {
+/* A variable of up to `digits` decimal digits: 1 and *out, 0 unset or blank, -1 bad (reported: `expected`). */
+static int read_digits(const char *name, size_t digits, const char *expected, size_t *out) {
     char v[32];
-    const char *raw = getenv("UCUDNN_HOST_FIND_MEMORY");
+    const char *raw = getenv(name);
     int got = hb_env_trimmed(raw, v, sizeof v);
-    if (got == 1) return; /* unset or blank */
+    if (got == 1) return 0;
     size_t len = strlen(v), value = 0;
-    int ok = got == 0 && len >= 1 && len <= 15;
+    int ok = got == 0 && len >= 1 && len <= digits;
     for (size_t i = 0; ok && i < len; i++) {
         ok = v[i] >= '0' && v[i] <= '9';
         value = value * 10 + (size_t)(v[i] - '0');
     }
     if (ok) {
-        memory_bytes = value;
-        return;
+        *out = value;
+        return 1;
     }
-    fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_FIND_MEMORY='%s': expected a number of bytes (up to 15 digits), "
-                    "e.g. 4194304; Find allocates without a bound\n", raw);
+    fprintf(stderr, "ucudnn: warning: %s='%s': expected %s\n", name, raw, expected);
+    return -1;
+}
+
+static pthread_once_t memory_once = PTHREAD_ONCE_INIT, top_once = PTHREAD_ONCE_INIT;
+static size_t memory_bytes, instant_top;
+
+static void read_memory(void) {
+    read_digits("UCUDNN_HOST_FIND_MEMORY", 15,
+                "a number of bytes (up to 15 digits), e.g. 4194304; Find allocates without a bound", &memory_bytes);
 }
 
 size_t hb_find_memory(void) {
     pthread_once(&memory_once, read_memory);
     return memory_bytes;
+}
+
+static void read_top(void) {
+    if (read_digits("UCUDNN_HOST_INSTANT_TOP", 2, "a count of engines from 1 to 99, e.g. 1; the heuristics list "
+                    "every engine", &instant_top) == 1 && instant_top == 0) {
+        fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_INSTANT_TOP='0': expected a count of engines from 1 to 99, "
+                        "e.g. 1; the heuristics list every engine\n");
+    }
+}
+
+size_t hb_instant_top(void) {
+    pthread_once(&top_once, read_top);
+    return instant_top;
 }

@@ -236,6 +236,8 @@ cudnnStatus_t hb_heur_finalize(hb_bd *d) {
         qsort(r, (size_t)n, sizeof r[0], cmp_index);
     } else {
         qsort(r, (size_t)n, sizeof r[0], cmp_ranked);
+        size_t top = hb_instant_top();
+        if (top && (size_t)n > top) n = (int)top;
     }
     d->u.heur.n = n;
     for (int i = 0; i < n; i++) d->u.heur.idx[i] = r[i].index;
