@@ -354,8 +354,8 @@ int uc_gb_aligned_for(const uc_ggraph *g, int64_t b); /* every part starting at 
  * workspace; NULL on failure. The caller owns it (uc_gb_destroy). */
 void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine, int64_t *workspace);
 void uc_gb_destroy(void *plan);
-/* The engines the shim may run at b: the caller's first, then cuDNN's INSTANT heuristics, then its FALLBACK list,
- * those whose numerical notes add no tensor cores, down-conversion, reduced-precision reduction or
+/* The engines the shim may run at b: the caller's first, then cuDNN's INSTANT heuristics, then (at b = N only) its
+ * FALLBACK list, those whose numerical notes add no tensor cores, down-conversion, reduced-precision reduction or
  * non-determinism to the caller's. */
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes, int cap);
 int64_t uc_gb_engine_count(const uc_ggraph *g); /* the operation graph's ENGINE_GLOBAL_COUNT, -1 unknown */

@@ -330,15 +330,19 @@ static int admit(const uc_ggraph *g, const int64_t *from, const int64_t *from_no
 }
 
 /* The caller's own engine first (it needs nothing the caller did not accept), then the admitted engines of cuDNN's
- * INSTANT heuristics, then those of its FALLBACK list: the candidates PyTorch reads too. FALLBACK's engines need no
- * workspace (or the least), so they are what runs undivided within a small limit where INSTANT lists nothing that
- * fits (as for ResNet-18's convolutions at N=128 within 64 MiB on an H200); room is kept for them. */
+ * INSTANT heuristics, then at the caller's own N those of its FALLBACK list: the candidates PyTorch reads too.
+ * FALLBACK's engines need no workspace (or the least), so they are what runs undivided within a small limit where
+ * INSTANT lists nothing that fits (as for ResNet-18's convolutions at N=128 within 64 MiB on an H200), and the
+ * undivided rival a divided plan's check needs; room is kept for them. Below N they are not candidates: an
+ * engine that needs no workspace gains nothing from parts but their calls' cost, and measuring slow engines at
+ * every size would lengthen planning. */
 int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *notes_out, int cap)
 {
     int64_t heur[UC_G_MAX_CANDIDATES], heur_notes[UC_G_MAX_CANDIDATES];
     int64_t fb[UC_G_MAX_CANDIDATES], fb_notes[UC_G_MAX_CANDIDATES];
     int n = uc_gb_heuristics(g, b, 0 /* CUDNN_HEUR_MODE_INSTANT */, heur, heur_notes, UC_G_MAX_CANDIDATES);
-    int nf = uc_gb_heuristics(g, b, 2 /* CUDNN_HEUR_MODE_FALLBACK */, fb, fb_notes, UC_G_MAX_CANDIDATES);
+    int nf = b == g->n ? uc_gb_heuristics(g, b, 2 /* CUDNN_HEUR_MODE_FALLBACK */, fb, fb_notes, UC_G_MAX_CANDIDATES)
+                       : 0;
     int found = 0, room = 0;
     if (cap > 0) {
         engines[found] = g->engine;
