@@ -436,6 +436,16 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
     if left:
         lines.append("under pressure, memory the run left unallocated at its peak: " + "; ".join(left))
+    # Under an explicit limit both sides' peak allocations say whether the limit held: on an H200 a baseline whose
+    # plans ran over it (no engine within it among those the planner read) peaked at 5,890 MiB against 3,464.
+    peaks = [f"{r.model} N={r.batch} {r.config} {r.peak_mib:,.0f} MiB" for r in results
+             if "@" in r.config and not r.error]  # fmt: skip
+    if peaks:
+        lines.append("peak memory allocated under the limit: " + "; ".join(peaks))
+    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in results
+            if not r.error and r.stats.get("graph_over_limit")]  # fmt: skip
+    if over:
+        lines.append("graph plans over the limit run as built (no engine cuDNN lists fits it): " + "; ".join(over))
     benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
                f"{r.stats.get('graph_benchmarks_reused', 0)} reused" for r in results
                if not r.error and r.stats.get("graph_benchmarks")]  # fmt: skip

@@ -89,6 +89,31 @@ def test_graph_report_shows_the_graph_counters() -> None:
                for line in lines), lines  # fmt: skip
 
 
+def test_limit_report_shows_both_peaks_and_plans_left_over_the_limit() -> None:
+    """Under an explicit limit the report prints each side's peak allocation (on an H200 the baseline's plans ran
+    over 64 MiB unseen: 5,890 MiB against 3,464) and the graph plans the shim could not bring within it."""
+    cfgs = tt.configs("64MiB", pressure=False)
+    results = [
+        tt.Result("resnet18", 128, "torch", ms_per_iter=24.5, losses=[7.0, 4.9], peak_mib=5886.7),
+        tt.Result("resnet18", 128, "cudnn@64MiB", ms_per_iter=25.4, losses=[7.0, 4.9], peak_mib=5890.2,
+                  stats={"graph_over_limit": 276}),
+        tt.Result("resnet18", 128, "ucudnn@64MiB", ms_per_iter=26.4, losses=[7.0, 4.9], peak_mib=3463.7,
+                  stats={"graph_over_limit": 0}),
+    ]  # fmt: skip
+    lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
+    peak = (
+        "peak memory allocated under the limit: resnet18 N=128 cudnn@64MiB 5,890 MiB; "
+        "resnet18 N=128 ucudnn@64MiB 3,464 MiB"
+    )
+    assert peak in lines, lines
+    assert (
+        "graph plans over the limit run as built (no engine cuDNN lists fits it): resnet18 N=128 cudnn@64MiB 276"
+        in lines
+    )
+    no_limit = tt.report(results[:1], tt.configs(None, pressure=False), "graph", 256 << 20)
+    assert "peak memory" not in no_limit and "over the limit" not in no_limit
+
+
 def test_conv3d_model_runs_a_cpu_forward_where_torch_is_installed() -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed (the CPU forward needs it; CI has none)")
     model, classes = tt.build_model("conv3d")
