@@ -6,9 +6,10 @@
  * heuristics and, at the caller's N, its FALLBACK list, whose numerical notes add nothing the caller did not
  * accept: uc_gb_engines) is planned at b, executed on scratch buffers (device memory on a GPU, host memory on
  * the host backend) and timed by the clock of uc_device.c: one warm-up, then UC_GBENCH_RUNS timed executions,
- * the median. This is planning time, like cudnnFind: the device is synchronised between executions. Rows carry the engine's global index as the
- * algorithm, its workspace, and determinism from its notes. An engine the process already measured on the same
- * shape at b (for another plan of the same convolution: uc_graph_memo.c) is not measured again.
+ * the median. This is planning time, like cudnnFind: the device is synchronised between executions. Rows carry
+ * the engine's global index as the algorithm, its workspace, and determinism from its notes. An engine the
+ * process already measured on the same shape at b (for another plan of the same convolution: uc_graph_memo.c) is
+ * not measured again.
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -315,13 +315,18 @@ static int listed_in(const int64_t *engines, int n, int64_t engine)
     return 0;
 }
 
-/* Appends the engines of `from` whose notes add nothing the caller did not accept and that are not listed yet,
- * while fewer than `cap` are: how many are listed then. */
+/* Whether an engine's numerical notes add nothing the caller did not accept. */
+static int admitted(const uc_ggraph *g, int64_t notes)
+{
+    return !(notes & ~g->notes & UC_G_NOTES_FORBIDDEN);
+}
+
+/* Appends the admitted engines of `from` not listed yet, while fewer than `cap` are: how many are listed then. */
 static int admit(const uc_ggraph *g, const int64_t *from, const int64_t *from_notes, int n, int64_t *engines,
                  int64_t *notes_out, int found, int cap)
 {
     for (int i = 0; i < n && found < cap; i++) {
-        if ((from_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN) || listed_in(engines, found, from[i]))
+        if (!admitted(g, from_notes[i]) || listed_in(engines, found, from[i]))
             continue;
         engines[found] = from[i];
         notes_out[found++] = from_notes[i];
@@ -349,7 +354,7 @@ int uc_gb_engines(const uc_ggraph *g, int64_t b, int64_t *engines, int64_t *note
         notes_out[found++] = g->notes;
     }
     for (int i = 0; i < nf; i++)
-        room += fb[i] != g->engine && !listed_in(heur, n, fb[i]) && !(fb_notes[i] & ~g->notes & UC_G_NOTES_FORBIDDEN);
+        room += fb[i] != g->engine && !listed_in(heur, n, fb[i]) && admitted(g, fb_notes[i]);
     found = admit(g, heur, heur_notes, n, engines, notes_out, found, cap - room > found ? cap - room : found);
     return admit(g, fb, fb_notes, nf, engines, notes_out, found, cap);
 }
