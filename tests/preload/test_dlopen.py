@@ -204,7 +204,8 @@ def test_ctypes_lookups_on_cudnn_are_hooked_and_unhooked_cdll_is_not(tmp_path: P
         "print(json.dumps([where(plain.cudnnConvolutionForward), where(unhooked.cudnnConvolutionForward),\n"
         "                  where(plain.cudnnCreate)]))\n"
     )
-    env = base_env() | {"PYTHONPATH": project_pythonpath(base_env()), "LD_PRELOAD": str(_paths.PRELOAD)}
+    env = base_env()
+    env |= {"PYTHONPATH": project_pythonpath(env), "LD_PRELOAD": str(_paths.PRELOAD)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     plain, unhooked, unhooked_name = json.loads(proc.stdout)
@@ -273,7 +274,8 @@ def test_rtld_next_versions_threads_and_early_lookups(probe: Path, preload_o0: P
 
 
 def test_ucudnn_run_reaches_a_python_framework_that_dlopens_cudnn(builds: Builds, tmp_path: Path) -> None:
-    env = base_env() | {"PYTHONPATH": project_pythonpath(base_env()), "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
+    env = base_env()
+    env |= {"PYTHONPATH": project_pythonpath(env), "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
     host = [sys.executable, str(Path(__file__).with_name("framework_host.py")), str(builds.xla_library), *LAYER]
     cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--workspace", "2500KiB", "--stats-file", "s.json", "--", *host]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)

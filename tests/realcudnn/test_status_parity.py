@@ -29,7 +29,6 @@ from .test_descriptors import _real_libcudnn
 pytestmark = pytest.mark.realcudnn
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 PROBE = HERE / "status_probe.py"
 STANDINS = {"libcuda.so.1": HERE / "standin" / "libcuda.c", "libcublasLt.so.13": HERE / "standin" / "libcublaslt.c"}
 OPS = ("fprop", "dgrad", "wgrad")

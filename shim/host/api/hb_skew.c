@@ -54,31 +54,31 @@ double hb_find_skew(hb_op op, int algo) {
     return (int)op == skew_op && algo == skew_algo ? skew_factor : 1.0;
 }
 
-/* A variable of up to `digits` decimal digits: 1 and *out, 0 unset or blank, -1 bad (reported: `expected`). */
-static int read_digits(const char *name, size_t digits, const char *expected, size_t *out) {
+/* A variable of up to `digits` decimal digits, at least `least`: *out, or unchanged where it is unset, blank or
+ * bad (reported, naming the variable and what was `expected`). */
+static void read_digits(const char *name, size_t digits, size_t least, const char *expected, size_t *out) {
     char v[32];
     const char *raw = getenv(name);
     int got = hb_env_trimmed(raw, v, sizeof v);
-    if (got == 1) return 0;
+    if (got == 1) return;
     size_t len = strlen(v), value = 0;
     int ok = got == 0 && len >= 1 && len <= digits;
     for (size_t i = 0; ok && i < len; i++) {
         ok = v[i] >= '0' && v[i] <= '9';
         value = value * 10 + (size_t)(v[i] - '0');
     }
-    if (ok) {
+    if (ok && value >= least) {
         *out = value;
-        return 1;
+        return;
     }
     fprintf(stderr, "ucudnn: warning: %s='%s': expected %s\n", name, raw, expected);
-    return -1;
 }
 
 static pthread_once_t memory_once = PTHREAD_ONCE_INIT, top_once = PTHREAD_ONCE_INIT;
 static size_t memory_bytes, instant_top;
 
 static void read_memory(void) {
-    read_digits("UCUDNN_HOST_FIND_MEMORY", 15,
+    read_digits("UCUDNN_HOST_FIND_MEMORY", 15, 0,
                 "a number of bytes (up to 15 digits), e.g. 4194304; Find allocates without a bound", &memory_bytes);
 }
 
@@ -88,11 +88,8 @@ size_t hb_find_memory(void) {
 }
 
 static void read_top(void) {
-    if (read_digits("UCUDNN_HOST_INSTANT_TOP", 2, "a count of engines from 1 to 99, e.g. 1; the heuristics list "
-                    "every engine", &instant_top) == 1 && instant_top == 0) {
-        fprintf(stderr, "ucudnn: warning: UCUDNN_HOST_INSTANT_TOP='0': expected a count of engines from 1 to 99, "
-                        "e.g. 1; the heuristics list every engine\n");
-    }
+    read_digits("UCUDNN_HOST_INSTANT_TOP", 2, 1,
+                "a count of engines from 1 to 99, e.g. 1; the heuristics list every engine", &instant_top);
 }
 
 size_t hb_instant_top(void) {
