@@ -13,9 +13,11 @@ each in a process of its own:
   the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated from one forward
   pass, run without cuDNN so that no convolution algorithm is chosen before the ballast exists, at the step's
   busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
-  says what each run left unallocated at its own peak). Where PyTorch alone runs out of memory under that
-  ballast (the estimate misses what loads lazily), the headroom is doubled, at most twice, for both pressure runs
-  of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never run again.
+  says what each run left unallocated at its own peak, and what the pressure cost PyTorch alone: where that is
+  under 2%, there was no slower algorithm for ucudnn to win back). Where PyTorch alone runs out of memory under that
+  ballast (the estimate misses what loads lazily), the headroom is doubled (from 64 MiB where it was 0), at most
+  twice, for both pressure runs of the model, and the report says so; a ucudnn run that runs out of memory is a
+  failure, never run again.
   An interrupt (Ctrl-C, a time box's SIGINT) stops the runs; the report of those that finished is still printed
   (exit status 130);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
@@ -308,6 +310,11 @@ def _worker(args: argparse.Namespace) -> int:
 # Under pressure, how many times PyTorch alone running out of memory doubles the headroom of a model's runs: the
 # estimate of its needs misses what loads lazily, and the comparison needs a ballast PyTorch alone survives.
 HEADROOM_RETRIES = 2
+# The headroom a retry starts from where none was asked for (``--headroom 0``): doubling nothing leaves nothing.
+HEADROOM_RETRY_FLOOR = 64 * _MIB
+# Below this loss to pressure (PyTorch alone's time under it against without), the pressure did not make PyTorch
+# fall back to slower algorithms in any way that matters, and ucudnn has nothing to win back: the report says so.
+PRESSURE_COST_SMALL = 0.98
 _OOM_MARKS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory")
 
 
@@ -332,7 +339,7 @@ def run_configs(
                 r = run_one(model, batch, cfg, room)
                 tries = 0
                 while cfg.pressure and cfg.ucudnn is None and r.out_of_memory and tries < retries:
-                    room, tries = 2 * room, tries + 1
+                    room, tries = max(2 * room, HEADROOM_RETRY_FLOOR), tries + 1
                     print(f"{model} N={batch} {cfg.name}: out of memory; again with {room // _MIB} MiB of headroom",
                           file=sys.stderr, flush=True)  # fmt: skip
                     r = run_one(model, batch, cfg, room)
@@ -394,6 +401,24 @@ def _run_one(
     return res
 
 
+def pressure_cost(results: Sequence[Result]) -> str:
+    """Per model, PyTorch alone's time without pressure against under it: whether the pressure made PyTorch fall
+    back to slower algorithms at all. Where it cost less than 2%, "faster than PyTorch alone under pressure" has
+    nothing to be measured on, and the line says so (on an H200, ResNet-18 at N = 256 lost nothing to 256 MiB of
+    headroom at its peak: its convolutions that want large workspaces run early in forward and late in backward,
+    away from the peak)."""
+    by = {(r.model, r.batch, r.config): r for r in results if not r.error and r.ms_per_iter > 0}
+    parts = []
+    for (model, batch, name), pressed in by.items():
+        alone = by.get((model, batch, "torch"))
+        if name != "torch+pressure" or alone is None:
+            continue
+        ratio = alone.ms_per_iter / pressed.ms_per_iter
+        note = " (under 2%: no slower algorithm for ucudnn to win back)" if ratio >= PRESSURE_COST_SMALL else ""
+        parts.append(f"{model} N={batch} {alone.ms_per_iter:.2f} / {pressed.ms_per_iter:.2f} ms = {ratio:.3f}x{note}")
+    return "; ".join(parts)
+
+
 def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int) -> str:
     lines = [
         f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
@@ -432,6 +457,9 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             "headroom raised after PyTorch alone ran out of memory under pressure: "
             + "; ".join(f"{m} N={b} {h:,.0f} MiB" for m, b, h in raised)
         )
+    cost = pressure_cost(results)
+    if cost:
+        lines.append("what the pressure cost PyTorch alone (its time without / under it): " + cost)
     left = [f"{r.model} N={r.batch} {r.config} {r.left_at_peak_mib:,.0f} MiB" for r in results
             if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
     if left:

@@ -54,6 +54,43 @@ def test_report_shows_ratios_loss_differences_and_failures() -> None:
     assert "512 MiB" in lines[0] and "legacy" in lines[0]
 
 
+def test_report_says_what_the_pressure_cost_pytorch_alone() -> None:
+    """Item 2's "faster under pressure" needs a pressure that costs PyTorch alone something: the report puts that
+    cost beside the comparison, and names a pressure that cost under 2% (as ResNet-18's did on an H200)."""
+    cfgs = tt.configs(None, pressure=True)
+    results = [
+        tt.Result("resnet18", 256, "torch", ms_per_iter=47.96, losses=[7.0]),
+        tt.Result("resnet18", 256, "torch+pressure", ms_per_iter=47.20, losses=[7.0]),
+        tt.Result("conv3d", 16, "torch", ms_per_iter=100.0, losses=[2.0]),
+        tt.Result("conv3d", 16, "torch+pressure", ms_per_iter=125.0, losses=[2.0]),
+        tt.Result("resnet50", 128, "torch", ms_per_iter=80.0, losses=[7.0]),
+        tt.Result("resnet50", 128, "torch+pressure", error="exit 1: out of memory"),
+    ]  # fmt: skip
+    line = next(x for x in tt.report(results, cfgs, "legacy", 256 << 20).splitlines() if "cost PyTorch alone" in x)
+    assert "resnet18 N=256 47.96 / 47.20 ms = 1.016x (under 2%: no slower algorithm for ucudnn to win back)" in line
+    assert line.endswith("; conv3d N=16 100.00 / 125.00 ms = 0.800x")  # a real cost: no note
+    assert "resnet50" not in line  # no figure where a side failed
+    # No pressure runs, no line.
+    no_pressure = [r for r in results if r.config == "torch"]
+    assert "cost PyTorch alone" not in tt.report(no_pressure, tt.configs(None, pressure=False), "legacy", 256 << 20)
+
+
+def test_a_retry_from_no_headroom_starts_from_a_floor() -> None:
+    """``--headroom 0``: doubling nothing would run PyTorch alone three times under the same ballast."""
+    cfgs = [c for c in tt.configs(None, pressure=True) if c.pressure]
+    rooms: list[int] = []
+
+    def run_one(model: str, batch: int, cfg: tt.Config, headroom: int) -> tt.Result:
+        rooms.append(headroom)
+        oom = cfg.ucudnn is None and headroom < tt.HEADROOM_RETRY_FLOOR * 2
+        return tt.Result(model, batch, cfg.name, ms_per_iter=1.0, losses=[1.0], out_of_memory=oom,
+                         error="exit 1: CUDA out of memory" if oom else None)  # fmt: skip
+
+    results, _ = tt.run_configs([("resnet18", 256)], cfgs, 0, run_one)
+    assert rooms == [0, tt.HEADROOM_RETRY_FLOOR, 2 * tt.HEADROOM_RETRY_FLOOR, 2 * tt.HEADROOM_RETRY_FLOOR]
+    assert [r.error for r in results] == [None, None]
+
+
 def test_conv3d_model_is_named_like_a_torchvision_one() -> None:
     assert tt._parse_models("resnet18:256,conv3d:16") == [("resnet18", 256), ("conv3d", 16)]
     assert tt.input_shape("conv3d", 16, 112, 8) == (16, 3, 8, 112, 112)
