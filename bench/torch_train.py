@@ -475,7 +475,8 @@ def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
     if over:
         lines.append("graph plans over the limit run as built (no engine cuDNN lists fits it): " + "; ".join(over))
     benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
-               f"{r.stats.get('graph_benchmarks_reused', 0)} reused" for r in results
+               f"{r.stats.get('graph_benchmarks_reused', 0)} reused, "
+               f"{r.stats.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)" for r in results
                if not r.error and r.stats.get("graph_benchmarks")]  # fmt: skip
     if benched:
         lines.append(

@@ -196,8 +196,10 @@ class Planner:
         self.policy = policy
         self._call_costs: dict[str, float] = {}
         self._lock = threading.Lock()
-        # (key, backend id, b) this planner measured without memory for some algorithm: not measured again in this
-        # process (a framework holding the memory holds it for the whole run), measured again by the next one.
+        # (key, backend id, b) this planner measured without memory for some algorithm within the request's limit:
+        # not measured again in this process (a framework holding the memory holds it for the whole run), measured
+        # again by the next one. A run whose unallocated algorithms were all over the limit (the graph benchmark does
+        # not time those) is not short: a request under a limit they fit measures it again.
         self._short_here: set[tuple[str, str, int]] = set()
 
     def learn_call_cost(self, backend_id: str, measure: Callable[[], float]) -> float:
@@ -475,10 +477,9 @@ class Planner:
             if rows is None:
                 unusable.append(b)
                 continue
-            unallocated = [p for p in rows if isinstance(p, Unallocated)]
+            unallocated = [p for p in rows if isinstance(p, Unallocated) and p.workspace_bytes <= limit]
             if unallocated:
                 self._short_here.add((key, backend_id, b))
-            if any(p.workspace_bytes <= limit for p in unallocated):
                 short.append(b)
                 log.info("benchmark of %s at b=%d could not allocate memory for %d algorithm(s) within %d B",
                          key, b, len(unallocated), limit)  # fmt: skip

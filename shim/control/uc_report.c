@@ -77,6 +77,7 @@ char *uc_stats_text(void)
     FIELD(graph_offers);
     FIELD(graph_benchmarks);
     FIELD(graph_benchmarks_reused);
+    FIELD(graph_benchmarks_over_limit);
     FIELD(graph_builds);
     FIELD(graph_build_ns);
     FIELD(divided_calls);

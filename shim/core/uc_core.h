@@ -40,9 +40,10 @@ typedef struct {
         exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
         graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
         graph_micro_batches, graph_verified, graph_rejected_by_measurement, graph_offers, plan_evictions,
-        /* engines the graph benchmark built and timed; answered from what the process measured before; plans the
-         * shim built through the real library (benchmarks, parts of plans, probes) and the wall time it took, ns */
-        graph_benchmarks, graph_benchmarks_reused, graph_builds, graph_build_ns,
+        /* engines the graph benchmark built and timed; answered from what the process measured before; built and
+         * not timed, their workspace over the request's limit; plans the shim built through the real library
+         * (benchmarks, parts of plans, probes) and the wall time it took, ns */
+        graph_benchmarks, graph_benchmarks_reused, graph_benchmarks_over_limit, graph_builds, graph_build_ns,
         startup_passthrough,
         /* dlsym lookups of hooked names answered with the hook; found in another copy of cuDNN (passed through) */
         dlsym_hooked, dlsym_other_cudnn,

@@ -391,8 +391,9 @@ void uc_gmemo_put(const char *key, const void *val, size_t len); /* kept unless 
 /* ---- benchmarking for the planner (uc_graph_bench.c) ---- */
 
 /* Every engine uc_gb_engines admits at b, planned and timed on scratch tensors (or answered by the memo where
- * the process measured it before): rows into out, 0 or the status that stopped it. */
-int uc_gbench(const uc_ggraph *g, int64_t b, ucudnn_perf *out, int cap, int *count);
+ * the process measured it before), those whose plan needs more than `limit` built but not timed: rows into out,
+ * 0 or the status that stopped it. */
+int uc_gbench(const uc_ggraph *g, int64_t b, size_t limit, ucudnn_perf *out, int cap, int *count);
 
 /* ---- the hooks (uc_graph_hooks.c), called by the generated entry points ---- */
 

@@ -117,11 +117,13 @@ def test_graph_report_shows_the_graph_counters() -> None:
     stats |= {
         "graph_benchmarks": 40,
         "graph_benchmarks_reused": 520,
+        "graph_benchmarks_over_limit": 12,
         "graph_builds": 96,
         "graph_build_ns": 2_340_000_000,
     }
     lines = tt.report(results, cfgs, "graph", 256 << 20).splitlines()
-    assert any(line.endswith("conv3d N=16 ucudnn+pressure 40 measured, 520 reused") for line in lines), lines
+    assert any(line.endswith("conv3d N=16 ucudnn+pressure 40 measured, 520 reused, 12 over the limit (built, not "
+                             "timed)") for line in lines), lines  # fmt: skip
     assert any(line.endswith("built (benchmarks, micro-batches, probes): conv3d N=16 ucudnn+pressure 96 in 2.3 s")
                for line in lines), lines  # fmt: skip
 

@@ -240,6 +240,29 @@ def test_divided_plans_are_timed_divided_then_checked(run_client: RunClient, ben
     assert divided[12] > divided[3], divided
 
 
+@pytest.mark.parametrize("op", ["fprop", "dgrad", "wgrad"])
+def test_engines_over_the_limit_are_built_not_timed(run_client: RunClient, tmp_path: Path, op: str) -> None:
+    """Under an explicit limit the planner can use no engine whose plan at a size needs more: the graph benchmark
+    builds each (its workspace is known only then) and times only those within the limit. PyTorch's order,
+    benchmark=True: the plans are divided as before (the output is the undivided call's), every timed engine fits,
+    and the engines over the limit are counted, each once per size (the other plans of the convolution reuse it)."""
+    p = Problem(op, **LIMITED)
+    inputs = Inputs.make(p)
+    env = {"UCUDNN_LOG_LEVEL": "debug", "UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
+    run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=("--benchmark", "1", "--calls", "3"),
+                     env_extra=env)  # fmt: skip
+    check_output(run, p, inputs)
+    s = run.stats
+    assert s["planner_calls"] > 0 and (s["graph_micro_batches"] > 0 or op == "wgrad"), s  # wgrad's GEMM fits whole
+    timed = re.findall(r"graph benchmark at b=(\d+): engine (-?\d+) status 0, \S+ ms, (\d+) bytes$", run.stderr, re.M)
+    over = re.findall(r"graph benchmark at b=(\d+): engine (-?\d+) needs (\d+) bytes, over the limit of (\d+): "
+                      r"not timed$", run.stderr, re.M)  # fmt: skip
+    assert timed and all(int(ws) <= LIMIT_BYTES for _, _, ws in timed), timed
+    assert over and all(int(ws) > int(lim) == LIMIT_BYTES for _, _, ws, lim in over), over
+    assert s["graph_benchmarks_over_limit"] == len(over) == len({(b, e) for b, e, _, _ in over}), s
+    assert s["graph_benchmarks"] == len(timed), s
+
+
 def test_each_engine_is_measured_once_per_shape_and_size_in_a_process(run_client: RunClient, tmp_path: Path) -> None:
     """PyTorch's benchmark=True builds a plan for every engine configuration, and under a limit each one over it is
     planned as a kernel of its own (its key names the caller's engine). The graph benchmark of one engine at one

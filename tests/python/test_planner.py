@@ -207,6 +207,19 @@ def test_a_size_short_of_memory_is_measured_once_per_process(tmp_path: Path) -> 
     assert later.calls == [16]
 
 
+def test_a_run_not_timed_only_over_the_limit_is_timed_in_the_process_when_a_limit_fits() -> None:
+    """The graph benchmark does not time engines over the request's limit (their rows: unallocated, with their
+    workspace). That run is complete for the limit and plans as a full one does; a later request of the same
+    process under a limit they fit measures the size again, where a run truly short of memory is taken as it is."""
+    planner, bench = Planner(), ShortOfMemory([8])  # at b = 8 algorithms 1 and 2 need 8 and 16 MiB: over 4 MiB
+    assert steps(plan(planner, bench)) == steps(plan(Planner(), Recorded()))
+    bench.short.clear()
+    large = plan(planner, bench, workspace_limit_bytes=64 * MiB)
+    assert bench.calls == [16, 8, 4, 2, 1, 8]
+    assert steps(large) == steps(plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB))
+    assert "without memory" not in large.message
+
+
 def test_a_plan_from_a_run_short_of_memory_is_not_kept(tmp_path: Path) -> None:
     # Within 64 MiB, b = 16 could run algorithm 2 (32 MiB) had the search had the memory: the plan made without it
     # is used, not stored, and the next process measures b = 16 again.
