@@ -9,15 +9,21 @@ each in a process of its own:
 - ``torch``: PyTorch alone;
 - ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
 - ``torch+pressure`` and ``ucudnn+pressure``: the same two, with a ballast tensor holding most of the GPU's
-  free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs --
-  the memory pressure under which frameworks fall back to slow algorithms (the needs are estimated from one forward
-  pass, run without cuDNN so that no convolution algorithm is chosen before the ballast exists, at the step's
-  busiest moment, as backward starts, so workspaces elsewhere in the step find more: the report
-  says what each run left unallocated at its own peak, and what the pressure cost PyTorch alone: where that is
-  under 2%, there was no slower algorithm for ucudnn to win back). Where PyTorch alone runs out of memory under that
-  ballast (the estimate misses what loads lazily), the headroom is doubled (from 64 MiB where it was 0), at most
-  twice, for both pressure runs of the model, and the report says so; a ucudnn run that runs out of memory is a
-  failure, never run again.
+  free memory so that only ``--headroom`` (default 256 MiB) is left beyond what the model itself needs at the
+  step's busiest moment, as backward starts -- the memory pressure under which frameworks fall back to slow
+  algorithms. Under ``--pressure backward`` (the default) every tensor autograd saves is also held until backward
+  ends, so that backward (two thirds of the convolution work) runs as short of memory as that moment, as in a
+  program whose memory stays at its peak through backward; the step's needs are measured on one forward and
+  backward pass, and the ballast leaves 256 MiB more for what loads outside the allocator (cuDNN's kernels at
+  their first use). Under ``--pressure peak`` only the busiest moment is short (the needs estimated from one forward
+  pass), and workspaces elsewhere in the step find more: on an H200, ResNet-18 at N = 256 lost nothing to it, its
+  convolutions that want large workspaces running early in forward and late in backward. Either sizing pass runs
+  without cuDNN, so that no convolution algorithm is chosen before the ballast exists. The report says what each run
+  left unallocated at its own peak, and what the pressure cost PyTorch alone: where that is under 2%, there was no
+  slower algorithm for ucudnn to win back. Where PyTorch alone runs out of memory under the ballast (what loads
+  outside the allocator is not measured), the headroom is doubled (from 64 MiB where it was 0), at most twice, for
+  both pressure runs of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never
+  run again.
   An interrupt (Ctrl-C, a time box's SIGINT) stops the runs; the report of those that finished is still printed
   (exit status 130);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
@@ -42,6 +48,7 @@ saw no convolution on the path asked for, or when its losses left PyTorch alone'
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -217,6 +224,54 @@ def model_needs(torch: Any, model: Any, forward: Callable[[], Any]) -> int:
     return int(max(kept, largest[1] + 2 * largest[0]) + 2 * weights)
 
 
+# Pressure kinds: ``peak`` leaves the headroom at the step's busiest moment only; ``backward`` also holds every tensor
+# autograd saved until backward ends, so that backward (two thirds of the convolution work) runs as short of
+# memory as that moment.
+PRESSURE_KINDS = ("backward", "peak")
+# Under ``backward`` pressure the ballast also leaves this much for what takes device memory outside the allocator
+# once the ballast exists (the cuDNN kernels a run loads at their first use, the libraries' handles). Under ``peak``
+# the estimate of the model's needs counts the tensors already allocated a second time, which leaves about as much.
+LAZY_MARGIN = 256 * _MIB
+
+
+class HeldActivations:
+    """Every tensor autograd saves in a forward pass under ``saving()``, held until ``release()``: the memory that
+    backward would hand back as it goes stays taken until the step's backward ends, as in a program whose memory
+    stays at its peak through backward (another model's, another process's). Values and gradients are unchanged:
+    the hooks hand autograd the very tensors it saved."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self.tensors: list[Any] = []
+
+    def _pack(self, tensor: Any) -> Any:
+        self.tensors.append(tensor)
+        return tensor
+
+    @staticmethod
+    def _unpack(tensor: Any) -> Any:
+        return tensor
+
+    def saving(self) -> Any:
+        return self._torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def release(self) -> None:
+        self.tensors.clear()
+
+
+def step_needs(torch: Any, model: Any, run_step: Callable[[], None]) -> int:
+    """Bytes a training step allocates beyond what is allocated before it, measured on one forward and backward
+    (``run_step``, under ``backward`` pressure with the saved tensors held), plus the optimizer's momentum (one
+    buffer per weight, allocated at its first step and kept). No convolution workspace is counted: the step runs
+    without cuDNN, so that no algorithm is chosen before the ballast exists."""
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    run_step()
+    model.zero_grad(set_to_none=True)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return int(torch.cuda.max_memory_allocated() - base + weights)
+
+
 def _worker(args: argparse.Namespace) -> int:
     import torch
 
@@ -231,10 +286,16 @@ def _worker(args: argparse.Namespace) -> int:
     target = torch.randint(0, classes, (args.batch,), device=dev, generator=gen)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def forward_backward(opt: torch.optim.Optimizer) -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), target)
+    held = HeldActivations(torch) if args.headroom is not None and args.pressure == "backward" else None
+
+    def forward_backward(opt: torch.optim.Optimizer | None) -> torch.Tensor:
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+        with held.saving() if held is not None else contextlib.nullcontext():
+            loss = loss_fn(model(x), target)
         loss.backward()
+        if held is not None:
+            held.release()
         return loss
 
     def step(opt: torch.optim.Optimizer) -> torch.Tensor:
@@ -249,7 +310,10 @@ def _worker(args: argparse.Namespace) -> int:
         enabled = torch.backends.cudnn.enabled
         torch.backends.cudnn.enabled = False
         try:
-            need = model_needs(torch, model, lambda: loss_fn(model(x), target))
+            if held is not None:
+                need = step_needs(torch, model, lambda: forward_backward(None))
+            else:
+                need = model_needs(torch, model, lambda: loss_fn(model(x), target))
         finally:
             torch.backends.cudnn.enabled = enabled
         model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
@@ -258,10 +322,17 @@ def _worker(args: argparse.Namespace) -> int:
         # What this process's tensors could take, ballast included: the free memory and all the allocator holds. Not
         # only what is allocated: a segment empty_cache cannot release (one block of it in use) is handed out again.
         usable = free + torch.cuda.memory_reserved()
-        # `need` counts what is already allocated (the weights, their initial copy, the input), which `free` no longer
-        # holds: the ballast leaves those bytes a second time, a margin (about 250 MB for ResNet-18 at N = 256) for
-        # what loads after it (the cuDNN kernels backward uses, loaded lazily). The report says what each run left.
-        ballast = torch.empty(max(0, free - need - args.headroom), dtype=torch.uint8, device=dev)
+        if held is not None:
+            # `need` is what the step allocates beyond what is allocated now: the ballast takes the rest of what the
+            # process could allocate, but the headroom and the margin for what loads outside the allocator.
+            room = usable - torch.cuda.memory_allocated() - need - args.headroom - LAZY_MARGIN
+        else:
+            # `need` counts what is already allocated (the weights, their initial copy, the input), which `free` no
+            # longer holds: the ballast leaves those bytes a second time, a margin (about 250 MB for ResNet-18 at
+            # N = 256) for what loads after it (the cuDNN kernels backward uses, loaded lazily).
+            room = free - need - args.headroom
+        # The report says what each run left.
+        ballast = torch.empty(max(0, room), dtype=torch.uint8, device=dev)
         torch.cuda.reset_peak_memory_stats()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     losses: list[torch.Tensor] = []
@@ -366,7 +437,7 @@ def _run_one(
     if not args.cudnn_benchmark:
         worker.append("--no-cudnn-benchmark")
     if cfg.pressure:
-        worker += ["--headroom-bytes", str(headroom)]
+        worker += ["--headroom-bytes", str(headroom), "--pressure", args.pressure]
     child_env = dict(env)
     if args.api == "legacy":
         child_env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
@@ -419,10 +490,18 @@ def pressure_cost(results: Sequence[Result]) -> str:
     return "; ".join(parts)
 
 
-def report(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int) -> str:
+_PRESSURE_WORDS = {
+    "backward": "at its peak, the tensors autograd saved held until backward ends",
+    "peak": "at its peak",
+}
+
+
+def report(
+    results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int, pressure: str = "backward"
+) -> str:
     lines = [
         f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
-        f"pressure: {headroom // _MIB} MiB left beyond the model's own needs",
+        f"pressure: {headroom // _MIB} MiB left beyond the model's own needs {_PRESSURE_WORDS[pressure]}",
         f"{'model':<10} {'N':>4} {'config':<18} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
         f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}"
         + (f" {'offers':>6}" if api == "graph" else "")
@@ -556,6 +635,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-pressure", action="store_true", help="skip the two runs under memory pressure")
     p.add_argument("--configs", help="run only these configurations (comma-separated names, as the report shows)")
     p.add_argument("--headroom", type=_size, default=256 * _MIB, help="memory left under pressure (default 256MiB)")
+    p.add_argument("--pressure", choices=PRESSURE_KINDS, default="backward",
+                   help="backward (default): the headroom is left at the step's peak and the tensors autograd saved "
+                        "are held until backward ends, so backward runs as short of memory as the peak; peak: "
+                        "the headroom is left at the peak only")  # fmt: skip
     p.add_argument("--image", type=int, default=224, help="image (and clip frame) side (default 224)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=10)
@@ -603,7 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return r
 
         results, interrupted = run_configs(args.models, cfgs, args.headroom, one)
-    print(report(results, cfgs, args.api, args.headroom))
+    print(report(results, cfgs, args.api, args.headroom, args.pressure))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
         print(f"wrote {args.json}")

@@ -4,7 +4,9 @@ worker's loop on a stand-in torch."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,13 @@ def test_report_says_what_the_pressure_cost_pytorch_alone() -> None:
     # No pressure runs, no line.
     no_pressure = [r for r in results if r.config == "torch"]
     assert "cost PyTorch alone" not in tt.report(no_pressure, tt.configs(None, pressure=False), "legacy", 256 << 20)
+
+
+def test_a_bad_pressure_kind_names_the_option_and_its_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        tt.main(["--pressure", "sideways"])
+    err = capsys.readouterr().err
+    assert "--pressure" in err and "'backward', 'peak'" in err
 
 
 def test_a_retry_from_no_headroom_starts_from_a_floor() -> None:
@@ -245,6 +254,9 @@ class _StandInTorch:
 
         self.on_step, self.steps, self.opt_steps = on_step, 0, 0
         self.cudnn_seen: list[bool] = []  # torch.backends.cudnn.enabled at each forward
+        self.saving: Any = None  # the pack hook of saved_tensors_hooks while one is active
+        self.held_seen: list[int] = []  # at each forward: tensors a pack hook returned, not yet released
+        self.packs: list[Any] = []  # every pack hook a forward saved a tensor through
         torch = self
 
         class Tensor:
@@ -276,8 +288,16 @@ class _StandInTorch:
             def __call__(self, _x: Any) -> Tensor:
                 torch.steps += 1
                 torch.cudnn_seen.append(torch.backends.cudnn.enabled)
+                owner = getattr(torch.saving, "__self__", None)
+                torch.held_seen.append(len(owner.tensors) if owner is not None else -1)
+                if torch.saving is not None:
+                    torch.packs.append(torch.saving)
+                    assert torch.saving(saved := Tensor(1.0, 5)) is saved  # autograd gets back what it saved
                 torch.on_step()
                 return Tensor()
+
+            def zero_grad(self, set_to_none: bool = False) -> None:
+                pass
 
             def state_dict(self) -> dict[str, Tensor]:
                 return {"w": Tensor(1.0, 10)}
@@ -324,6 +344,16 @@ class _StandInTorch:
         self.empty = lambda n, dtype, device: Tensor(0.0, n)
         self.nn = types.SimpleNamespace(CrossEntropyLoss=lambda: lambda out, target: Tensor(7.0 - 0.1 * self.opt_steps))
         self.optim = types.SimpleNamespace(SGD=SGD)
+
+        @contextlib.contextmanager
+        def saved_tensors_hooks(pack: Any, unpack: Any) -> Iterator[None]:
+            torch.saving = pack
+            try:
+                yield
+            finally:
+                torch.saving = None
+
+        self.autograd = types.SimpleNamespace(graph=types.SimpleNamespace(saved_tensors_hooks=saved_tensors_hooks))
         self.cuda = types.SimpleNamespace(
             Event=Event, synchronize=lambda: None, memory_allocated=lambda: 100 << 20, empty_cache=lambda: None,
             memory_reserved=lambda: 160 << 20,
@@ -353,9 +383,10 @@ def test_worker_settles_the_checks_then_times_with_the_weights_unchanged(
     monkeypatch.setattr(tt, "_shim_stats", lambda: lambda: dict(stats))
     out = tmp_path / "w.json"
     argv = ["--worker", "--model", "resnet18", "--batch", "4", "--warmup", "3", "--iters", "4", "--out", str(out),
-            "--headroom-bytes", str(256 << 20)]  # fmt: skip
+            "--headroom-bytes", str(256 << 20), "--pressure", "peak"]  # fmt: skip
     assert tt.main(argv) == 0
     got = json.loads(out.read_text())
+    assert not fake.packs  # at the peak only: nothing held
     # One measuring forward for the ballast, 3 warm-up steps, then 8 settling forwards to reach the 12th execution.
     assert got["settle_iters"] == 8 and got["checks_open"] == 0
     # The measuring forward ran without cuDNN (no algorithm chosen before the ballast), every other one with it.
@@ -364,6 +395,40 @@ def test_worker_settles_the_checks_then_times_with_the_weights_unchanged(
     assert got["ms_per_iter"] == 5.0
     # usable: 1000 MiB free + 160 MiB the allocator holds (100 MiB of it allocated); the peak 900 MiB
     assert got["left_at_peak_mib"] == pytest.approx(260.0) and got["ballast_mib"] > 0
+
+
+def test_backward_pressure_holds_the_saved_tensors_through_backward_and_sizes_from_a_measured_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The default pressure: the ballast is sized from one measured forward and backward (without cuDNN, the saved
+    tensors held as in every step), and every step's forward saves its tensors through the hook that holds them;
+    they are released when backward ends, before the next forward."""
+    import json
+    import sys
+
+    fake = _StandInTorch(lambda: None)
+    fake.cuda.mem_get_info = lambda: (4000 << 20, 8000 << 20)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(tt, "build_model", lambda name: (fake.model, 10))
+    monkeypatch.setattr(tt, "_shim_stats", lambda: None)
+    out = tmp_path / "w.json"
+    argv = ["--worker", "--model", "resnet18", "--batch", "4", "--warmup", "2", "--iters", "3", "--out", str(out),
+            "--headroom-bytes", str(256 << 20)]  # fmt: skip
+    assert tt.main(argv) == 0
+    got = json.loads(out.read_text())
+    # One measuring step without cuDNN, then 2 + 3 steps with it; every forward saved through the holding hook, and
+    # found nothing held from the step before.
+    assert fake.cudnn_seen == [False] + [True] * 5
+    assert len(fake.packs) == 6 and len({id(h.__self__) for h in fake.packs}) == 1
+    assert fake.held_seen == [0] * 6
+    # The step's need: the measured peak 900 MiB less the 100 MiB allocated before it, and the momentum (40 bytes of
+    # weights); the ballast takes what the process could allocate (4000 MiB free + 160 MiB held by the allocator,
+    # 100 MiB of it allocated) but that need, the headroom and the margin for what loads outside the allocator.
+    want = (4000 << 20) + (160 << 20) - (100 << 20) - ((800 << 20) + 40) - (256 << 20) - tt.LAZY_MARGIN
+    assert got["ballast_mib"] == pytest.approx(want / (1 << 20))
+    # Named in the report's heading.
+    assert "held until backward ends" in tt.report([], tt.configs(None, pressure=True), "legacy", 256 << 20)
+    assert "held" not in tt.report([], tt.configs(None, pressure=True), "legacy", 256 << 20, "peak")
 
 
 def _needs(outputs_mib: list[int], weights_mib: int) -> int:
