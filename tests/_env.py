@@ -1,4 +1,5 @@
-"""The environment of a child Python that must import this checkout."""
+"""The checkout's root, for every test that needs it, and the environment of a child Python that must import this
+checkout."""
 
 from __future__ import annotations
 

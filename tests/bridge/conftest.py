@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from tests._env import ROOT
 from ucudnn import _paths
 
 HERE = Path(__file__).resolve().parent
 C_DIR = HERE / "c"
-ROOT = HERE.parents[1]
 INCLUDE = ROOT / "shim" / "include"
 CFLAGS = ["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-I", str(INCLUDE)]
 

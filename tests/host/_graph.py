@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tests._env import ROOT
 from ucudnn.graph_api import (  # noqa: F401  (re-exported: the tests use them as G.<name>)
     A_BWD_DATA,
     A_BWD_FILTER,
@@ -121,7 +122,6 @@ from ucudnn.testing import ConvParams, element_strides
 
 from ._cbuild import cached_library
 
-ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("graph_driver.c")
 INCLUDE = ROOT / "shim" / "include"
 

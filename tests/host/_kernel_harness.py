@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tests._env import ROOT
 from ucudnn.testing import ConvParams, element_strides
 
 from ._cbuild import cached_library
 
-ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "shim" / "host"
 KERNELS = HOST / "kernels"
 DRIVER = Path(__file__).with_name("kernel_driver.c")

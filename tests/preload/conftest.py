@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests._env import project_pythonpath
+from tests._env import ROOT, project_pythonpath
 from ucudnn import _paths
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 C_DIR = HERE / "c"
 INCLUDE = ROOT / "shim" / "include"
 

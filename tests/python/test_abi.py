@@ -9,11 +9,10 @@ from types import ModuleType
 
 import pytest
 
+from tests._env import ROOT
 from ucudnn import _abi, graph_api
 from ucudnn import cudnn as C
 from ucudnn.plan_text import ALGO_NAMES
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _build_script(name: str) -> ModuleType:

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._env import ROOT
 from ucudnn.config import markdown_table
 
-ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests._env import ROOT
 
 
 def test_gpu_tests_are_collected_after_the_others() -> None:
