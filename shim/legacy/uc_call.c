@@ -53,8 +53,9 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
     return clamped(uc_real_search(1, c, x, y, cap, n, rows), n, cap);
 }
 
-int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap, int *n,
-                      void *rows)
+/* The real Find*Ex on the caller's buffers, offered `ws_bytes` of its workspace. */
+static int search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, size_t ws_bytes,
+                     int cap, int *n, void *rows)
 {
     const uc_real_table *r = uc_real();
     const uc_found *f = c->found;
@@ -62,22 +63,29 @@ int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDe
     uc_guard++;
     if (op == UCUDNN_OP_FWD && r->cudnnFindConvolutionForwardAlgorithmEx)
         st = r->cudnnFindConvolutionForwardAlgorithmEx(c->handle, x, f->x, c->w, f->w, c->conv, y, f->y, cap, n, rows,
-                                                       f->ws, f->ws_bytes);
+                                                       f->ws, ws_bytes);
     else if (op == UCUDNN_OP_BWD_DATA && r->cudnnFindConvolutionBackwardDataAlgorithmEx)
         st = r->cudnnFindConvolutionBackwardDataAlgorithmEx(c->handle, c->w, f->w, y, f->y, c->conv, x, f->x, cap, n,
-                                                            rows, f->ws, f->ws_bytes);
+                                                            rows, f->ws, ws_bytes);
     else if (op == UCUDNN_OP_BWD_FILTER && r->cudnnFindConvolutionBackwardFilterAlgorithmEx)
         st = r->cudnnFindConvolutionBackwardFilterAlgorithmEx(c->handle, x, f->x, y, f->y, c->conv, c->w, f->w, cap,
-                                                              n, rows, f->ws, f->ws_bytes);
+                                                              n, rows, f->ws, ws_bytes);
     uc_guard--;
     return st;
 }
 
-int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
-                    int cap, int *n)
+int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap, int *n,
+                      void *rows)
+{
+    return search_ex(c, x, y, c->found->ws_bytes, cap, n, rows);
+}
+
+int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, size_t limit,
+                    ucudnn_perf *rows, int cap, int *n)
 {
     *n = 0;
-    return clamped(uc_real_search_ex(c, x, y, cap, n, rows), n, cap);
+    size_t offered = c->found->ws_bytes < limit ? c->found->ws_bytes : limit;
+    return clamped(search_ex(c, x, y, offered, cap, n, rows), n, cap);
 }
 
 int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,

@@ -113,11 +113,12 @@ int uc_real_find(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescrip
                  int cap, int *n);
 /* The real Find*Ex of the call's op on c->found's buffers and workspace, at descriptors x/y (clones of the call's
  * at a smaller N address the first samples of the same buffers): with exactly these arguments (search_ex), and
- * into rows with *n clamped as above (find_ex). */
+ * into rows with *n clamped as above, offered no more of the workspace than `limit` (find_ex: an algorithm needing
+ * more is not run, its row an allocation failure, as the planner's benchmark under that limit wants). */
 int uc_real_search_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int cap, int *n,
                       void *rows);
-int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, ucudnn_perf *rows,
-                    int cap, int *n);
+int uc_real_find_ex(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, size_t limit,
+                    ucudnn_perf *rows, int cap, int *n);
 /* The real workspace query of `op` with exactly these arguments (x is dx for BackwardData, y is dy for the
  * backward ops, w is dw for BackwardFilter). */
 int uc_real_workspace_size(int op, cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,

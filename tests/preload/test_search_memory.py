@@ -69,6 +69,31 @@ def test_find_ex_plans_on_the_callers_buffers_when_the_device_is_full(
             assert len(full.report["last_plan"]["micro_batches"]) > 1, "micro-batched at this workspace"
 
 
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_find_ex_below_n_is_offered_no_more_than_the_limit(run_driver: RunDriver, tmp_path: Path, op: str) -> None:
+    # An explicit limit below the workspace the caller offers Find*Ex: no plan within it can run an algorithm that
+    # needs more, so the searches at the smaller sizes are offered only the limit and do not time those (stored as
+    # not measured, with their workspace). The plan is the one a caller offering just the limit gets.
+    limit = 4 << 20
+    args = [f"op={op}", *LAYER, "query=findex", "ws=entry", "repeat=10"]
+    env = CHECK | {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(limit)}
+    db = tmp_path / "wide.sqlite"
+    wide = run_driver(*args, f"findex_ws={32 << 20}", env=env | {"UCUDNN_DATABASE": str(db)})
+    narrow = run_driver(*args, f"findex_ws={limit}", env=env | {"UCUDNN_DATABASE": str(tmp_path / "narrow.sqlite")})
+    assert wide.returncode == 0, wide.stderr
+    assert wide.report["stats"]["find_ex_benchmarks"] >= 5, wide.report["stats"]
+    assert wide.report["last_plan"] == narrow.report["last_plan"]
+    assert wide.report["model_ms"] == pytest.approx(narrow.report["model_ms"], rel=1e-9)
+    over = f"SELECT count(*) FROM benchmarks WHERE batch < 16 AND status = 0 AND workspace_bytes > {limit}"
+    assert rows(db, over) == [(0,)]
+    not_timed = rows(db, f"SELECT workspace_bytes FROM benchmarks WHERE batch < 16 AND status = {UNALLOCATED}")
+    assert not_timed and all(ws > limit for (ws,) in not_timed)
+    # At N the caller's own search is reused as it ran: offered the caller's whole workspace (32 MiB, which the
+    # fastest algorithms' 26-29 MB fit).
+    at_n = rows(db, f"SELECT count(*) FROM benchmarks WHERE batch = 16 AND status = 0 AND workspace_bytes > {limit}")
+    assert at_n[0][0] > 0
+
+
 def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, tmp_path: Path) -> None:
     # Get*_v7 gives the planner no buffers: it searches on buffers of cuDNN's own, which a full device cannot hold
     # at N = 16, nor beside the fast algorithm's workspace at 8, 4 and 2 samples.
