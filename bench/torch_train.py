@@ -206,6 +206,11 @@ def _shim_stats() -> Callable[[], dict[str, Any]] | None:
 # ---- the worker: one training run in this process ----
 
 
+def weight_bytes(model: Any) -> int:
+    """Bytes of the model's weights: as much again for their gradients, and for SGD's momentum."""
+    return int(sum(p.numel() * p.element_size() for p in model.parameters()))
+
+
 def model_needs(torch: Any, model: Any, forward: Callable[[], Any]) -> int:
     """Bytes a training step of ``model`` needs besides convolution workspaces, from one forward pass (``forward``
     returns the loss): the larger of what the forward pass keeps allocated (weights, the activations saved for
@@ -226,7 +231,7 @@ def model_needs(torch: Any, model: Any, forward: Callable[[], Any]) -> int:
     del loss
     for h in hooks:
         h.remove()
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    weights = weight_bytes(model)
     return int(max(kept, largest[1] + 2 * largest[0]) + 2 * weights)
 
 
@@ -276,7 +281,7 @@ def step_needs(torch: Any, model: Any, run_step: Callable[[], None]) -> int:
     torch.cuda.reset_peak_memory_stats()
     run_step()
     model.zero_grad(set_to_none=True)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    weights = weight_bytes(model)
     return int(torch.cuda.max_memory_allocated() - base + weights)
 
 

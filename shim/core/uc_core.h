@@ -297,11 +297,12 @@ typedef struct {
 void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t limit, int policy, int det,
                      int algo_count);
 /* What a request is about, for the benchmarks the planner runs meanwhile: a legacy call or a graph-API
- * convolution, its handle (the call-cost probe), its N, and its path's benchmark at `batch` samples (0 or a
- * status, rows in `rows`, at most `cap`). */
+ * convolution, its handle (the call-cost probe), its N, and its path's benchmark at `batch` samples under the
+ * request's workspace limit (what needs more is not timed where the path can tell beforehand; 0 or a status, rows
+ * in `rows`, at most `cap`). */
 typedef struct {
     const void *subject;
-    int (*bench)(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n);
+    int (*bench)(const void *subject, int batch, size_t limit, ucudnn_perf *rows, int cap, int *n);
     cudnnHandle_t handle;
     int64_t batch;
 } uc_bench_subject;

@@ -18,6 +18,7 @@ typedef struct bench_ctx {
     struct bench_ctx *next;
     const uc_bench_subject *subject;
     uintptr_t token;
+    size_t limit; /* the request's workspace limit, which its benchmarks are run under */
 } bench_ctx;
 static atomic_uintptr_t next_token = 0x5ec0001;
 
@@ -28,12 +29,12 @@ static pthread_mutex_t bench_lock = PTHREAD_MUTEX_INITIALIZER;
 static bench_ctx *live;
 
 /* The live request of token `ctx`, or NULL. Under bench_lock. */
-static const uc_bench_subject *live_subject(void *ctx)
+static const bench_ctx *live_request(void *ctx)
 {
     bench_ctx *b = live;
     while (b && b->token != (uintptr_t)ctx)
         b = b->next;
-    return b ? b->subject : NULL;
+    return b;
 }
 
 int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count)
@@ -43,14 +44,15 @@ int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *coun
     if (!ctx || !out || !count || capacity < 0)
         return uc_status(UC_ST_BAD_PARAM);
     pthread_mutex_lock(&bench_lock);
-    const uc_bench_subject *s = live_subject(ctx);
+    const bench_ctx *b = live_request(ctx);
+    const uc_bench_subject *s = b ? b->subject : NULL;
     int st = uc_status(UC_ST_BAD_PARAM);
     if (!s) {
         uc_log(UC_LOG_WARNING, "ucudnn_benchmark: bench_ctx is not a request being planned");
     } else if (batch >= 1 && batch <= s->batch) {
         ucudnn_perf rows[UC_MAX_ROWS];
         int n = 0;
-        st = s->bench(s->subject, batch, rows, UC_MAX_ROWS, &n);
+        st = s->bench(s->subject, batch, b->limit, rows, UC_MAX_ROWS, &n);
         if (st == 0) {
             int m = n < capacity ? n : capacity;
             memcpy(out, rows, sizeof(ucudnn_perf) * (size_t)m);
@@ -66,10 +68,10 @@ int uc_bench_call_cost(void *ctx, double *ms)
     if (!ctx || !ms)
         return uc_status(UC_ST_BAD_PARAM);
     pthread_mutex_lock(&bench_lock);
-    const uc_bench_subject *s = live_subject(ctx);
-    int st = s ? uc_probe_call_cost(s->handle, ms) : uc_status(UC_ST_BAD_PARAM);
+    const bench_ctx *b = live_request(ctx);
+    int st = b ? uc_probe_call_cost(b->subject->handle, ms) : uc_status(UC_ST_BAD_PARAM);
     pthread_mutex_unlock(&bench_lock);
-    if (!s)
+    if (!b)
         uc_log(UC_LOG_WARNING, "ucudnn_measure_call_cost: bench_ctx is not a request being planned");
     return st;
 }
@@ -99,7 +101,7 @@ void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t l
 
 int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep)
 {
-    bench_ctx ctx = {NULL, subject, atomic_fetch_add(&next_token, 2)};
+    bench_ctx ctx = {NULL, subject, atomic_fetch_add(&next_token, 2), r->req.workspace_limit_bytes};
     r->req.bench_ctx = (void *)ctx.token;
     pthread_mutex_lock(&bench_lock);
     ctx.next = live;

@@ -25,17 +25,10 @@
 
 #include "uc_graph.h"
 
-/* What the planner benchmarks: the graph, under the request's limit. */
-typedef struct {
-    const uc_ggraph *g;
-    size_t limit;
-} bench_target;
-
-/* The graph's benchmark at `batch` samples, for the planner (ucudnn_benchmark). */
-static int bench_graph(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)
+/* The graph's benchmark at `batch` samples under the request's limit, for the planner (ucudnn_benchmark). */
+static int bench_graph(const void *subject, int batch, size_t limit, ucudnn_perf *rows, int cap, int *n)
 {
-    const bench_target *t = subject;
-    return uc_gbench(t->g, batch, t->limit, rows, cap, n);
+    return uc_gbench(subject, batch, limit, rows, cap, n);
 }
 
 /* The planner's plan for the graph kernel under `limit` into mbs (batch, algo = engine): 0 with *count, *time_ms
@@ -49,8 +42,7 @@ static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_co
         return -1;
     uc_request r;
     uc_request_init(&r, uc_graph_op_code(g), g->key, (int)g->n, limit, policy, !(g->notes & (1 << 4)), algo_count);
-    bench_target target = {g, limit};
-    uc_bench_subject subject = {&target, bench_graph, (cudnnHandle_t)g->handle, g->n};
+    uc_bench_subject subject = {g, bench_graph, (cudnnHandle_t)g->handle, g->n};
     ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
     int rc = uc_planner_ask(planner, &subject, &r, &rep);
     if (rc == 1)

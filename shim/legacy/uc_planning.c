@@ -35,20 +35,13 @@ static void fill_unallocated(const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
             rows[i].memory = 0;
 }
 
-/* What the planner benchmarks: the call, under the request's limit. */
-typedef struct {
-    const uc_call *c;
-    size_t limit;
-} bench_target;
-
 /* The real search at `batch` samples, on descriptors cloned at that size: Find*Ex on the caller's buffers and
  * workspace where the call is one (at its own N, the rows its search just measured; below it, offered no more of
  * the workspace than the request's limit, so that algorithms no plan within it can run are not timed), else Find
  * on buffers of the library's own. */
-static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap, int *n)
+static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf *rows, int cap, int *n)
 {
-    const bench_target *t = subject;
-    const uc_call *c = t->c;
+    const uc_call *c = subject;
     const uc_found *f = c->found;
     if (f)
         UC_COUNT(find_ex_benchmarks, 1);
@@ -63,7 +56,7 @@ static int bench_call(const void *subject, int batch, ucudnn_perf *rows, int cap
     if (st == 0)
         st = uc_tensor_clone(&c->k->y, batch, &y);
     if (st == 0)
-        st = f ? uc_real_find_ex(c, x, y, t->limit, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
+        st = f ? uc_real_find_ex(c, x, y, limit, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
     if (st == 0)
         fill_unallocated(c, x, y, rows, *n);
     uc_tensor_destroy(x);
@@ -189,8 +182,7 @@ static int answer_request(const uc_call *c, uc_request *r, ucudnn_plan_reply *re
         return 0;
     }
     if (planner) {
-        bench_target target = {c, r->req.workspace_limit_bytes};
-        uc_bench_subject subject = {&target, bench_call, c->handle, c->k->x.dims[0]};
+        uc_bench_subject subject = {c, bench_call, c->handle, c->k->x.dims[0]};
         return uc_planner_ask(planner, &subject, r, rep);
     }
     if ((*stored = stored_plan(c, &r->req, rep, policy)))
