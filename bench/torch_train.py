@@ -4,7 +4,7 @@
 
 For each model (a torchvision model by name, or ``conv3d``: a small video/medical-style 3-D convolution network of
 ours, on clips of ``--frames`` frames; random weights, synthetic data, SGD, the same seeds in every run) it runs,
-each in a process of its own:
+each in a process of its own (``ucudnn.bench.torch_worker``, which trains and times one run):
 
 - ``torch``: PyTorch alone;
 - ``ucudnn``: the same under ``ucudnn run`` with its defaults (the framework's own workspace);
@@ -48,10 +48,8 @@ saw no convolution on the path asked for, or when its losses left PyTorch alone'
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from ucudnn import config
+from ucudnn.bench.torch_worker import CONV3D, PRESSURE_KINDS
 
 _MIB = 1 << 20
 
@@ -105,46 +104,9 @@ _COUNTERS = {
     "legacy": ("planned", "micro_batches", "rejected_by_measurement", None),
     "graph": ("graph_split_plans", "graph_micro_batches", "graph_rejected_by_measurement", "graph_offers"),
 }
-CONV3D = "conv3d"
-# Warm-up steps in a row without a check ending (or starting) after which settling stops: a check takes
-# 2 * (UCUDNN_VERIFY_SAMPLES + 1) executions of its kernel, one per step, and is read one step later.
-SETTLE_PATIENCE = 12
 # How far a ucudnn run's losses may drift from PyTorch alone's: algorithms round differently (TF32 included), and
 # training diverges only by rounding.
 LOSS_REL, LOSS_ABS = 2e-2, 2e-2
-CONV3D_CLASSES = 10
-
-
-def conv3d_net(num_classes: int = CONV3D_CLASSES) -> Any:
-    """A small video/medical-style 3-D convolution network (a torch.nn.Module): four 3x3x3 convolutions with batch
-    norm and ReLU (3 -> 32 -> 64 -> 128 -> 128 channels), pooling space first and time later, as clip
-    classifiers do, then global average pooling and a linear classifier. Input: (N, 3, frames, side, side)."""
-    from torch import nn
-
-    def block(cin: int, cout: int) -> list[nn.Module]:
-        return [nn.Conv3d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm3d(cout), nn.ReLU(inplace=True)]
-
-    return nn.Sequential(
-        *block(3, 32), nn.MaxPool3d((1, 2, 2)),
-        *block(32, 64), nn.MaxPool3d(2),
-        *block(64, 128),
-        *block(128, 128), nn.MaxPool3d(2),
-        nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(128, num_classes),
-    )  # fmt: skip
-
-
-def build_model(name: str) -> tuple[Any, int]:
-    """The model by name and its class count: ``conv3d``, or a torchvision model with 1000 classes."""
-    if name == CONV3D:
-        return conv3d_net(), CONV3D_CLASSES
-    import torchvision
-
-    return getattr(torchvision.models, name)(weights=None, num_classes=1000), 1000
-
-
-def input_shape(name: str, batch: int, image: int, frames: int) -> tuple[int, ...]:
-    """The synthetic input of a model: clips for ``conv3d``, images otherwise."""
-    return (batch, 3, frames, image, image) if name == CONV3D else (batch, 3, image, image)
 
 
 def configs(workspace: str | None, pressure: bool) -> list[Config]:
@@ -167,228 +129,10 @@ def configs(workspace: str | None, pressure: bool) -> list[Config]:
     return out
 
 
-def open_checks(stats: dict[str, Any]) -> int:
-    """Checks of new plans on real executions begun and not yet ended, legacy and graph paths together."""
-    legacy = int(stats.get("checks_started", 0)) - int(stats.get("verified", 0))
-    graph = int(stats.get("graph_checks_started", 0)) - int(stats.get("graph_verified", 0))
-    return max(0, legacy) + max(0, graph)
-
-
-def settle(step: Callable[[], None], still_open: Callable[[], int], most: int, patience: int) -> int:
-    """Run ``step`` while checks are open, at most ``most`` times, and stop early once ``patience`` steps in a row
-    changed nothing (a check whose plan the framework no longer runs never ends): the number of steps run."""
-    ran = calm = 0
-    last = still_open()
-    while last > 0 and ran < most and calm < patience:
-        step()
-        ran += 1
-        now = still_open()
-        calm = calm + 1 if now == last else 0
-        last = now
-    return ran
-
-
 def exit_summary(stderr: str) -> str:
     """The preload library's exit summary line in a run's standard error ("" if none)."""
     lines = reversed(stderr.splitlines())
     return next((ln for ln in lines if ln.startswith("ucudnn: ") and " kernel(s), " in ln), "")
-
-
-def _shim_stats() -> Callable[[], dict[str, Any]] | None:
-    """The preload library's counters, where this process runs under it."""
-    try:
-        from ucudnn import bridge
-    except ImportError:
-        return None
-    return bridge.stats if bridge.shim_loaded() else None
-
-
-# ---- the worker: one training run in this process ----
-
-
-def weight_bytes(model: Any) -> int:
-    """Bytes of the model's weights: as much again for their gradients, and for SGD's momentum."""
-    return int(sum(p.numel() * p.element_size() for p in model.parameters()))
-
-
-def model_needs(torch: Any, model: Any, forward: Callable[[], Any]) -> int:
-    """Bytes a training step of ``model`` needs besides convolution workspaces, from one forward pass (``forward``
-    returns the loss): the larger of what the forward pass keeps allocated (weights, the activations saved for
-    backward: the step's peak is as backward starts) and, where the largest activation is produced, what was
-    allocated then plus twice it (late in backward: the activations saved up to there, the gradients of that
-    activation and of its input), plus twice the weights (their gradients and momentum). Adding twice the largest
-    activation to everything the forward pass keeps would count, at the peak, gradients that exist only late in
-    backward: for ResNet's stem (822 MB at N = 256) about 1.6 GB more than the headroom asked for."""
-    largest = [0, 0]  # bytes of the largest output, and what was allocated when it was produced
-
-    def note(_m: Any, _i: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor) and out.numel() * out.element_size() > largest[0]:
-            largest[0], largest[1] = out.numel() * out.element_size(), torch.cuda.memory_allocated()
-
-    hooks = [m.register_forward_hook(note) for m in model.modules()]
-    loss = forward()
-    kept = torch.cuda.memory_allocated()
-    del loss
-    for h in hooks:
-        h.remove()
-    weights = weight_bytes(model)
-    return int(max(kept, largest[1] + 2 * largest[0]) + 2 * weights)
-
-
-# Pressure kinds: ``peak`` leaves the headroom at the step's busiest moment only; ``backward`` also holds every tensor
-# autograd saved until backward ends, so that backward (two thirds of the convolution work) runs as short of
-# memory as that moment.
-PRESSURE_KINDS = ("backward", "peak")
-# Under ``backward`` pressure the ballast also leaves this much for what takes device memory outside the allocator
-# once the ballast exists (the cuDNN kernels a run loads at their first use, the libraries' handles). Under ``peak``
-# the estimate of the model's needs counts the tensors already allocated a second time, which left more (ResNet-18
-# at N = 256 on an H200: 397 MiB unallocated at the peak with 256 MiB of headroom, what loaded outside the allocator
-# included). Where it is too little, PyTorch alone runs out of memory and the headroom is doubled (run_configs).
-LAZY_MARGIN = 128 * _MIB
-
-
-class HeldActivations:
-    """Every tensor autograd saves in a forward pass under ``saving()``, held until ``release()``: the memory that
-    backward would hand back as it goes stays taken until the step's backward ends, as in a program whose memory
-    stays at its peak through backward (another model's, another process's). Values and gradients are unchanged:
-    the hooks hand autograd the very tensors it saved."""
-
-    def __init__(self, torch: Any) -> None:
-        self._torch = torch
-        self.tensors: list[Any] = []
-
-    def _pack(self, tensor: Any) -> Any:
-        self.tensors.append(tensor)
-        return tensor
-
-    @staticmethod
-    def _unpack(tensor: Any) -> Any:
-        return tensor
-
-    def saving(self) -> Any:
-        return self._torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-
-    def release(self) -> None:
-        self.tensors.clear()
-
-
-def step_needs(torch: Any, model: Any, run_step: Callable[[], None]) -> int:
-    """Bytes a training step allocates beyond what is allocated before it, measured on one forward and backward
-    (``run_step``, under ``backward`` pressure with the saved tensors held), plus the optimizer's momentum (one
-    buffer per weight, allocated at its first step and kept). No convolution workspace is counted: the step runs
-    without cuDNN, so that no algorithm is chosen before the ballast exists."""
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    run_step()
-    model.zero_grad(set_to_none=True)
-    weights = weight_bytes(model)
-    return int(torch.cuda.max_memory_allocated() - base + weights)
-
-
-def _worker(args: argparse.Namespace) -> int:
-    import torch
-
-    torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    dev = torch.device("cuda")
-    torch.manual_seed(0)
-    built, classes = build_model(args.model)
-    model = built.to(dev)
-    initial = {k: v.clone() for k, v in model.state_dict().items()}
-    gen = torch.Generator(device=dev).manual_seed(1)
-    x = torch.randn(*input_shape(args.model, args.batch, args.image, args.frames), device=dev, generator=gen)
-    target = torch.randint(0, classes, (args.batch,), device=dev, generator=gen)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    held = HeldActivations(torch) if args.headroom is not None and args.pressure == "backward" else None
-
-    def forward_backward(opt: torch.optim.Optimizer | None) -> torch.Tensor:
-        if opt is not None:
-            opt.zero_grad(set_to_none=True)
-        with held.saving() if held is not None else contextlib.nullcontext():
-            loss = loss_fn(model(x), target)
-        loss.backward()
-        if held is not None:
-            held.release()
-        return loss
-
-    def step(opt: torch.optim.Optimizer) -> torch.Tensor:
-        loss = forward_backward(opt)
-        opt.step()
-        return loss.detach()
-
-    ballast, usable = None, 0
-    if args.headroom is not None:
-        # The measuring forward runs without cuDNN: with it, PyTorch's benchmark mode (and ucudnn) would choose the
-        # forward convolutions' algorithms now, with the memory the ballast is about to take still free.
-        enabled = torch.backends.cudnn.enabled
-        torch.backends.cudnn.enabled = False
-        try:
-            if held is not None:
-                need = step_needs(torch, model, lambda: forward_backward(None))
-            else:
-                need = model_needs(torch, model, lambda: loss_fn(model(x), target))
-        finally:
-            torch.backends.cudnn.enabled = enabled
-        model.load_state_dict(initial)  # the forward pass moved batch-norm statistics
-        torch.cuda.empty_cache()
-        free, _ = torch.cuda.mem_get_info()
-        # What this process's tensors could take, ballast included: the free memory and all the allocator holds. Not
-        # only what is allocated: a segment empty_cache cannot release (one block of it in use) is handed out again.
-        usable = free + torch.cuda.memory_reserved()
-        if held is not None:
-            # `need` is what the step allocates beyond what is allocated now: the ballast takes the rest of what the
-            # process could allocate, but the headroom and the margin for what loads outside the allocator.
-            room = usable - torch.cuda.memory_allocated() - need - args.headroom - LAZY_MARGIN
-        else:
-            # `need` counts what is already allocated (the weights, their initial copy, the input), which `free` no
-            # longer holds: the ballast leaves those bytes a second time, a margin (about 250 MB for ResNet-18 at
-            # N = 256) for what loads after it (the cuDNN kernels backward uses, loaded lazily).
-            room = free - need - args.headroom
-        # The report says what each run left.
-        ballast = torch.empty(max(0, room), dtype=torch.uint8, device=dev)
-        torch.cuda.reset_peak_memory_stats()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    losses: list[torch.Tensor] = []
-    events: list[tuple[Any, Any]] = []
-    shim = _shim_stats()
-    settled = 0
-
-    def unchanged_step() -> None:
-        # Forward and backward only: every convolution runs (the checks advance), the weights stay, so the losses
-        # that follow are those PyTorch alone gets at the same iteration.
-        forward_backward(opt)
-        torch.cuda.synchronize()  # the check's timings are read at the next execution once complete
-
-    open_at_timing = 0
-    for i in range(args.warmup + args.iters):
-        if i == args.warmup and shim is not None:
-            torch.cuda.synchronize()
-            settled = settle(unchanged_step, lambda: open_checks(shim()), args.settle, SETTLE_PATIENCE)
-            open_at_timing = open_checks(shim())
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        losses.append(step(opt))
-        end.record()
-        if i >= args.warmup:
-            events.append((start, end))
-    torch.cuda.synchronize()
-    ms = [start.elapsed_time(end) for start, end in events]
-    out = {
-        "ms_per_iter": statistics.median(ms),
-        "losses": [float(v) for v in losses],
-        "ballast_mib": (ballast.numel() if ballast is not None else 0) / _MIB,
-        "peak_mib": torch.cuda.max_memory_allocated() / _MIB,
-        # How much of the headroom the run's busiest moment left unused (the estimate of the model's needs is made
-        # at the peak of activations; workspaces late in backward find more).
-        "left_at_peak_mib": (usable - torch.cuda.max_memory_allocated()) / _MIB if ballast is not None else None,
-        "settle_iters": settled,
-        "checks_open": open_at_timing,
-    }
-    Path(args.out).write_text(json.dumps(out))
-    return 0
-
-
-# ---- the parent: every configuration in a process of its own ----
 
 
 # Under pressure, how many times PyTorch alone running out of memory doubles the headroom of a model's runs: the
@@ -443,7 +187,7 @@ def _run_one(
     out = workdir / f"{tag}.json"
     stats_file = workdir / f"{tag}.stats.json"
     worker = [
-        sys.executable, "-m", "ucudnn.bench.torch_train", "--worker", "--model", model, "--batch", str(batch),
+        sys.executable, "-m", "ucudnn.bench.torch_worker", "--model", model, "--batch", str(batch),
         "--image", str(args.image), "--frames", str(args.frames), "--iters", str(args.iters), "--warmup",
         str(args.warmup), "--settle", str(args.settle), "--out", str(out),
     ]  # fmt: skip
@@ -512,6 +256,14 @@ _PRESSURE_WORDS = {
 def report(
     results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int, pressure: str = "backward"
 ) -> str:
+    lines = _table(results, cfgs, api, headroom, pressure)
+    lines += _pressure_lines(results, headroom) + _limit_lines(results, cfgs)
+    lines.append(_legend(api))
+    return "\n".join(lines)
+
+
+def _table(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int, pressure: str) -> list[str]:
+    """The heading and a row per run: its time, the ratio to its baseline, losses, the shim's counters."""
     lines = [
         f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
         f"pressure: {headroom // _MIB} MiB left beyond the model's own needs {_PRESSURE_WORDS[pressure]}",
@@ -542,6 +294,12 @@ def report(
             + (f" {s.get(offers, ''):>6}" if offers else "")
             + (f" {'+' + str(r.settle_iters):>5} {r.checks_open:>4}" if s else f" {'':>5} {'':>4}")
         )
+    return lines
+
+
+def _pressure_lines(results: Sequence[Result], headroom: int) -> list[str]:
+    """Under pressure: headroom raised for PyTorch alone, what the pressure cost it, what each run left."""
+    lines = []
     raised = sorted({(r.model, r.batch, r.headroom_mib) for r in results
                      if r.headroom_mib is not None and r.headroom_mib * _MIB > headroom and not r.error})  # fmt: skip
     if raised:
@@ -556,6 +314,12 @@ def report(
             if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
     if left:
         lines.append("under pressure, memory the run left unallocated at its peak: " + "; ".join(left))
+    return lines
+
+
+def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]:
+    """Under an explicit limit, both sides' peaks and the plans over it; on the graph path, what planning cost."""
+    lines = []
     # Under an explicit limit both sides' peak allocations say whether the limit held: on an H200 a baseline whose
     # plans ran over it (no engine within it among those the planner read) peaked at 5,890 MiB against 3,464.
     limited = {c.name for c in cfgs if c.limit}
@@ -563,24 +327,28 @@ def report(
              if r.config in limited and not r.error]  # fmt: skip
     if peaks:
         lines.append("peak memory allocated under the limit: " + "; ".join(peaks))
-    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in results
-            if not r.error and r.stats.get("graph_over_limit")]  # fmt: skip
+    ok = [r for r in results if not r.error]
+    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in ok
+            if r.stats.get("graph_over_limit")]  # fmt: skip
     if over:
         lines.append("graph plans over the limit run as built (no engine cuDNN lists fits it): " + "; ".join(over))
     benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
                f"{r.stats.get('graph_benchmarks_reused', 0)} reused, "
-               f"{r.stats.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)" for r in results
-               if not r.error and r.stats.get("graph_benchmarks")]  # fmt: skip
+               f"{r.stats.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)" for r in ok
+               if r.stats.get("graph_benchmarks")]  # fmt: skip
     if benched:
         lines.append(
             "graph benchmarks (engines built and timed at a batch size for the planner): " + "; ".join(benched)
         )
     built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
-             f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in results
-             if not r.error and r.stats.get("graph_builds")]  # fmt: skip
+             f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in ok if r.stats.get("graph_builds")]  # fmt: skip
     if built:
         lines.append("graph plans the shim built (benchmarks, micro-batches, probes): " + "; ".join(built))
-    lines.append(
+    return lines
+
+
+def _legend(api: str) -> str:
+    return (
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("
         + ("kernels planned" if api == "legacy" else "graph plans micro-batched")
@@ -590,7 +358,6 @@ def report(
         "plans ended, so that both sides are timed in their steady state; open: checks still running when timing "
         "began."
     )
-    return "\n".join(lines)
 
 
 def failures(results: Sequence[Result], api: str) -> list[str]:
@@ -668,16 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     p.add_argument("--json", type=Path, help="write the results there")
-    # The worker's own arguments.
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--model", help=argparse.SUPPRESS)
-    p.add_argument("--batch", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--out", help=argparse.SUPPRESS)
-    p.add_argument("--headroom-bytes", dest="headroom_bytes", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.worker:
-        args.headroom = args.headroom_bytes
-        return _worker(args)
     if args.warmup < 0 or args.iters < 1 or args.frames < 1 or args.settle < 0:
         p.error("--warmup and --settle must be >= 0, --iters and --frames >= 1")
     cfgs = configs(args.workspace, not args.no_pressure)
