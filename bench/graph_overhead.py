@@ -125,14 +125,38 @@ def _child(rounds: int, iters: int, live_counts: list[int]) -> dict[str, Any]:
 def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -> dict[str, float]:
     """Heuristics queries (ns beyond the direct ones, without and with a framework source) and a training-step-like
     loop (us per step through the shim and direct) under the default, with room for every workspace."""
-    import ctypes
-    import sys
-    import types
-
-    import numpy as np
-
     # _runtime registers its planner and framework source; the declining planner stays in use
     from ucudnn import _runtime, bridge
+
+    bridge.set_planner(lambda request, reply: 2)
+    out = _heuristics_overhead(hooked, real, handle, rounds, iters) | _step_overhead(
+        hooked, real, handle, rounds, iters
+    )
+    del _runtime
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _torch_stand_in() -> Any:
+    """Just enough of a ``torch`` module for the bridge's framework source: CUDA up, nothing cached or allocated."""
+    import types
+
+    stand_in = types.ModuleType("torch")
+    stand_in.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True, current_device=lambda: 0, memory_reserved=lambda d: 0,
+        memory_allocated=lambda d: 0,
+    )  # fmt: skip
+    stand_in.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(deterministic=False))  # type: ignore[attr-defined]
+    stand_in.are_deterministic_algorithms_enabled = lambda: False  # type: ignore[attr-defined]
+    return stand_in
+
+
+def _heuristics_overhead(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -> dict[str, list[float]]:
+    """Per round, ns a heuristics query through the shim takes beyond the direct one: without a framework source
+    (``heuristics``) and with the bridge's, reading a stand-in torch (``heuristics_torch``)."""
+    import ctypes
+    import sys
+
+    from ucudnn import bridge
     from ucudnn.bridge import ffi
     from ucudnn.graph_api import (
         A_HEUR_GRAPH,
@@ -143,18 +167,8 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
         T_DESC,
         T_HEUR_MODE,
         Backend,
-        ConvGraph,
         P,
     )
-
-    bridge.set_planner(lambda request, reply: 2)
-    stand_in = types.ModuleType("torch")
-    stand_in.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
-        is_initialized=lambda: True, current_device=lambda: 0, memory_reserved=lambda d: 0,
-        memory_allocated=lambda d: 0,
-    )  # fmt: skip
-    stand_in.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(deterministic=False))  # type: ignore[attr-defined]
-    stand_in.are_deterministic_algorithms_enabled = lambda: False  # type: ignore[attr-defined]
 
     graphs = {}
     for name, api in (("through", hooked), ("direct", real)):
@@ -186,21 +200,30 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
 
         return run
 
-    out: dict[str, list[float]] = {
-        k: [] for k in ("heuristics", "heuristics_torch", "step_us", "step_us_direct", "step_ratio")
-    }
+    out: dict[str, list[float]] = {"heuristics": [], "heuristics_torch": []}
     n = max(20, iters // 20)
     for key, source in (("heuristics", ffi.NULL), ("heuristics_torch", bridge.lib._ucudnn_py_framework)):
         bridge.lib.ucudnn_bridge_set_framework_source(source)
         if source != ffi.NULL:
-            sys.modules["torch"] = stand_in
+            sys.modules["torch"] = _torch_stand_in()
         for r in range(rounds):
             sides = ("through", "direct") if r % 2 == 0 else ("direct", "through")
             t = {k: _per_call_ns(query(k), n) for k in sides}
             out[key].append(t["through"] - t["direct"])
         sys.modules.pop("torch", None)
     bridge.lib.ucudnn_bridge_set_framework_source(ffi.NULL)
-    # The step: fprop, dgrad, wgrad of one small layer, each plan executed once a step.
+    for b, _ in graphs.values():
+        b.destroy_all()
+    return out
+
+
+def _step_overhead(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -> dict[str, list[float]]:
+    """Per round, a training-step-like loop (fprop, dgrad, wgrad of one small layer, each plan executed once a
+    step): us per step through the shim and direct, and their ratio."""
+    import numpy as np
+
+    from ucudnn.graph_api import ConvGraph
+
     shapes = ((4, 8, 8, 8), (8, 8, 3, 3), (4, 8, 8, 8), (1, 1), (1, 1), 0)
     ops = ("fwd", "bwd-data", "bwd-filter")
     # Each op of each side its own x, w, y: no op's output feeds another (values stay what they were).
@@ -223,6 +246,7 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
 
         return run
 
+    out: dict[str, list[float]] = {"step_us": [], "step_us_direct": [], "step_ratio": []}
     steps = max(20, iters // 40)
     runs = {k: step(k) for k in plans}
     for r in range(rounds):
@@ -239,10 +263,7 @@ def _no_pressure(hooked: Any, real: Any, handle: int, rounds: int, iters: int) -
     for graph_list in plans.values():
         for g in graph_list:
             g.close()
-    for b, _ in graphs.values():
-        b.destroy_all()
-    del _runtime
-    return {k: statistics.median(v) for k, v in out.items()}
+    return out
 
 
 def _live_axis(hooked: Any, real: Any, handle: int, ptrs: tuple[int, ...], rounds: int, iters: int,
