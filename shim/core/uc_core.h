@@ -62,6 +62,8 @@ typedef struct {
         graph_stored_checks,
         /* the legacy planner's searches at a batch size on a Find*Ex caller's own buffers (its rows at its N too) */
         find_ex_benchmarks,
+        /* the same on the buffers and workspace of a convolution call being planned (one that overwrites its output) */
+        call_buffer_benchmarks,
         /* graph plans over an explicit limit for which no plan within it was found: they run as built */
         graph_over_limit;
 } uc_stats;

@@ -221,6 +221,18 @@ static void count_run(const uc_plan *run, int issued, int ran_plan, int slot)
     UC_COUNT_MAX(peak_workspace, run->workspace);
 }
 
+/* Whether the call overwrites its output (beta = 0): then a search may write that output before the call does, and
+ * planning can measure on the call's own buffers and workspace, allocating nothing (a device short of memory
+ * plans as one with room). Never for BiasActivation, whose output may be its addend z. */
+static int overwrites_output(const exec_args *a)
+{
+    if (a->k->biasact)
+        return 0;
+    if (a->k->x.dtype == CUDNN_DATA_DOUBLE)
+        return *(const double *)a->beta == 0.0;
+    return *(const float *)a->beta == 0.0f;
+}
+
 static cudnnStatus_t execute(const exec_args *a, const char *why)
 {
     if (!why) /* validation first: cuDNN's own answer, not a plan's, and no planning for it */
@@ -230,7 +242,8 @@ static cudnnStatus_t execute(const exec_args *a, const char *why)
         uc_log(UC_LOG_DEBUG, "%s passes through: %s", uc_op_name(a->k->op), why);
         return (cudnnStatus_t)call_original(a);
     }
-    uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv, NULL};
+    uc_found own = {a->x, a->w, a->y, a->ws, a->ws ? a->ws_bytes : 0, NULL, 0};
+    uc_call c = {a->handle, a->k, a->xdesc, a->ydesc, a->wdesc, a->conv, overwrites_output(a) ? &own : NULL};
     uc_exec_decision d;
     uc_plan *p = uc_decide_exec(&c, a->algo, a->ws, a->ws_bytes, &d);
     if (!p || p->count == 0) {

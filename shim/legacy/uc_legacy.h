@@ -79,9 +79,10 @@ int uc_tensor_clone_of(cudnnTensorDescriptor_t src, int batch, cudnnTensorDescri
 
 /* ---- the real library's answers about one call (uc_call.c) ---- */
 
-/* A Find*Ex call's own buffers and workspace, in the shim's roles (x is dx for BackwardData, y is dy for the
- * backward ops, w is dw for BackwardFilter; the op's output is the one cuDNN may overwrite), and the rows the
- * real Find*Ex measured on them at the call's N. */
+/* The buffers and workspace planning may search on, in the shim's roles (x is dx for BackwardData, y is dy for the
+ * backward ops, w is dw for BackwardFilter; the op's output is the one cuDNN may overwrite): a Find*Ex call's own,
+ * with the rows the real Find*Ex measured on them at the call's N; or a convolution call's own where the call
+ * overwrites its output (beta = 0), with no rows. */
 typedef struct {
     void *x, *w, *y, *ws;
     size_t ws_bytes;
@@ -89,8 +90,8 @@ typedef struct {
     int nrows;
 } uc_found;
 
-/* One hooked call as planning sees it: the handle and the caller's descriptors at the call's N; for a Find*Ex,
- * its buffers (planning benchmarks on them, as the caller's own search did: NULL elsewhere). */
+/* One hooked call as planning sees it: the handle and the caller's descriptors at the call's N; for a Find*Ex, or a
+ * convolution call that overwrites its output, its buffers (planning benchmarks on them: NULL elsewhere). */
 typedef struct {
     cudnnHandle_t handle;
     const uc_kernel *k;

@@ -36,15 +36,17 @@ static void fill_unallocated(const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
 }
 
 /* The real search at `batch` samples, on descriptors cloned at that size: Find*Ex on the caller's buffers and
- * workspace where the call is one (at its own N, the rows its search just measured; below it, offered no more of
- * the workspace than the request's limit, so that algorithms no plan within it can run are not timed), else Find
- * on buffers of the library's own. */
+ * workspace where the call has them (a Find*Ex: at its own N, the rows its search just measured; below it, and for
+ * a convolution call that overwrites its output, offered no more of the workspace than the request's limit, so that
+ * algorithms no plan within it can run are not timed), else Find on buffers of the library's own. */
 static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf *rows, int cap, int *n)
 {
     const uc_call *c = subject;
     const uc_found *f = c->found;
-    if (f)
+    if (f && f->rows)
         UC_COUNT(find_ex_benchmarks, 1);
+    else if (f)
+        UC_COUNT(call_buffer_benchmarks, 1);
     if (f && f->rows && batch == c->k->x.dims[0]) {
         *n = f->nrows < cap ? f->nrows : cap;
         memcpy(rows, f->rows, sizeof *rows * (size_t)*n);

@@ -94,9 +94,45 @@ def test_find_ex_below_n_is_offered_no_more_than_the_limit(run_driver: RunDriver
     assert at_n[0][0] > 0
 
 
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_a_convolution_call_is_planned_on_its_own_buffers_when_the_device_is_full(
+    run_driver: RunDriver, tmp_path: Path, op: str
+) -> None:
+    # A program that runs the convolution without asking for an algorithm list: the plan is made at the call, which
+    # has its buffers and workspace. The call overwrites its output (beta = 0), so the planner's searches run with
+    # Find*Ex on them (offered the call's workspace), allocating nothing: a full device plans as one with room.
+    # Before, they searched on buffers of cuDNN's own, which a full device cannot hold at N = 16, nor beside the
+    # fast algorithm's workspace below it: fwd and bwd_data ran 16 x 1 sample at 0.135 ms in the model for 2 x 8 at
+    # 0.033 ms, bwd_filter 4 x 4 at 0.066 ms for 1 x 16 at 0.040 ms.
+    args = [f"op={op}", *LAYER, "query=none", "algo=0", f"ws={OFFERED}", "repeat=10"]
+    alone = run_driver(*args, preload=False)
+    roomy = run_driver(*args, env=CHECK | {"UCUDNN_DATABASE": str(tmp_path / "roomy.sqlite")})
+    full_db = tmp_path / "full.sqlite"
+    full = run_driver(*args, env=CHECK | FULL | {"UCUDNN_DATABASE": str(full_db)})
+    assert full.returncode == 0, full.stderr
+    stats = full.report["stats"]
+    assert stats["call_buffer_benchmarks"] >= 5 and stats["find_ex_benchmarks"] == 0, stats  # N = 16, 8, 4, 2, 1
+    assert full.report["last_plan"] == roomy.report["last_plan"]
+    assert full.report["model_ms"] == pytest.approx(roomy.report["model_ms"], rel=1e-9)
+    assert_close(full.output("float"), alone.output("float"), "float")
+    assert rows(full_db, "SELECT count(*) FROM plans")[0][0] > 0, "complete for the call's workspace: stored"
+    # Nothing over the call's workspace was timed; what needs more is stored as not measured, with its workspace.
+    assert rows(full_db, f"SELECT count(*) FROM benchmarks WHERE status = 0 AND workspace_bytes > {OFFERED}") == [(0,)]
+    # A call that accumulates (beta = 1) reads its output, which no search may write first: its plan searches on
+    # buffers of cuDNN's own, as before, and the result is the accumulated one.
+    acc_alone = run_driver(*args, "beta=1", preload=False)
+    acc = run_driver(*args, "beta=1", env=CHECK | FULL | {"UCUDNN_DATABASE": str(tmp_path / "acc.sqlite")})
+    assert acc.returncode == 0, acc.stderr
+    assert acc.report["stats"]["call_buffer_benchmarks"] == 0, acc.report["stats"]
+    assert_close(acc.output("float"), acc_alone.output("float"), "float")
+    assert acc.report["model_ms"][-1] > 1.5 * full.report["model_ms"][-1]
+
+
 def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, tmp_path: Path) -> None:
     # Get*_v7 gives the planner no buffers: it searches on buffers of cuDNN's own, which a full device cannot hold
-    # at N = 16, nor beside the fast algorithm's workspace at 8, 4 and 2 samples.
+    # at N = 16, nor beside the fast algorithm's workspace at 8, 4 and 2 samples. The call that follows, with the
+    # listed plan's workspace (1.8 MiB), is planned again for that workspace on its own buffers at N = 16, where the
+    # fast algorithms need more than it: they are stored as not measured too.
     get = ["op=fwd", *LAYER, "query=get", "ws=entry", "repeat=10"]
     findex = ["op=fwd", *LAYER, "query=findex", f"findex_ws={OFFERED}", "ws=entry", "repeat=10"]
     fresh = run_driver(*findex, env=CHECK | {"UCUDNN_DATABASE": str(tmp_path / "fresh.sqlite")})
@@ -106,8 +142,12 @@ def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, 
     assert starved.report["stats"]["find_ex_benchmarks"] == 0
     assert starved.report["model_ms"][-1] > 3 * fresh.report["model_ms"][-1]
     short = rows(db, f"SELECT DISTINCT batch FROM benchmarks WHERE status = {UNALLOCATED} ORDER BY batch")
-    assert short == [(2,), (4,), (8,)], short
-    assert rows(db, "SELECT count(*) FROM plans") == [(0,)], "plans made without the fast algorithm are not kept"
+    assert short == [(2,), (4,), (8,), (16,)], short
+    assert starved.report["stats"]["call_buffer_benchmarks"] == 1, starved.report["stats"]
+    # The list's plans, made without the fast algorithm, are not kept; those for the call's workspace (and its
+    # undivided rival's 2 MiB bucket), which no algorithm left unmeasured fits, are complete and kept.
+    kept = rows(db, "SELECT workspace_limit FROM plans")
+    assert kept and all(limit <= 2 << 20 for (limit,) in kept), kept
     # Later, with memory free, those sizes are measured again: the same plan as from an empty cache (before, the
     # runs stored without the fast algorithm were reused, and this ran 16 x 1 sample at 0.135 ms for 0.033 ms).
     later = run_driver(*findex, env=CHECK | {"UCUDNN_DATABASE": str(db)})
