@@ -166,6 +166,15 @@ VARIABLES: tuple[Var, ...] = (
         readers=("shim",),
     ),
     Var(
+        "UCUDNN_HOST_STREAM_CAPTURE",
+        Kind.BOOL,
+        "0",
+        "Host backend only, for tests: 1 makes every stream read as being captured into a CUDA graph where no GPU "
+        "answers, so that the preload library behaves as during a real capture (it makes no plan, times no check, "
+        "and every call it has no plan for runs as cuDNN alone would).",
+        readers=("shim",),
+    ),
+    Var(
         "UCUDNN_HOST_FIND_MEMORY",
         Kind.STRING,
         "",

@@ -98,6 +98,7 @@ char *uc_stats_text(void)
     FIELD(graph_stored_checks);
     FIELD(find_ex_benchmarks);
     FIELD(call_buffer_benchmarks);
+    FIELD(capture_deferred_plans);
     FIELD(graph_over_limit);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);

@@ -339,6 +339,11 @@ size_t uc_cfg_host_device_memory(void)
     return (size_t)num_of(UC_VAR_UCUDNN_HOST_DEVICE_MEMORY);
 }
 
+int uc_cfg_host_stream_capture(void)
+{
+    return num_of(UC_VAR_UCUDNN_HOST_STREAM_CAPTURE) != 0;
+}
+
 size_t uc_cfg_run_pid(void)
 {
     return (size_t)num_of(UC_VAR_UCUDNN_RUN_PID);

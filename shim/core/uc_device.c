@@ -107,12 +107,13 @@ size_t uc_device_free_memory(int *gpu)
 }
 
 /* 1 when the handle's stream is being captured into a CUDA graph (or that cannot be ruled out on a GPU): then
- * the checks on real executions neither record nor query events, which would be captured or, in the global
- * capture mode, invalidate the capture. 0 off the GPU. */
+ * no plan is made (its searches would be captured, or would invalidate the capture by synchronising) and the
+ * checks on real executions neither record nor query events, which would be captured or, in the global capture
+ * mode, invalidate the capture. Off the GPU, UCUDNN_HOST_STREAM_CAPTURE (tests). */
 int uc_stream_capturing(cudnnHandle_t handle)
 {
     if (uc_clock_kind() != UC_CLOCK_CUDA)
-        return 0;
+        return uc_cfg_host_stream_capture();
     cudaStream_t stream = NULL;
     int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
     if (!cu.stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||

@@ -236,6 +236,14 @@ static uc_plan *plan_of_answer(const uc_call *c, const ucudnn_plan_request *req,
 uc_plan *uc_plan_make(const uc_call *c, size_t limit, int policy, int det)
 {
     const uc_kernel *k = c->k;
+    if (uc_stream_capturing(c->handle)) {
+        /* The searches would be captured into the program's CUDA graph, or invalidate its capture: nothing is
+         * planned or cached now, the call (or query) goes to cuDNN as it is, and a later one plans. */
+        UC_COUNT(capture_deferred_plans, 1);
+        uc_log(UC_LOG_DEBUG, "%s at N=%d: its stream is being captured into a CUDA graph; planned later",
+               uc_op_name(k->op), k->x.dims[0]);
+        return NULL;
+    }
     int n = k->x.dims[0], cap = n < UC_MAX_MICRO ? n : UC_MAX_MICRO;
     size_t key_len = uc_kernel_text(k, NULL, 0);
     char *key = malloc(key_len + 1);

@@ -5,6 +5,10 @@ compared with the same call on cuDNN itself. Prints one JSON line per op and bet
 
     python -m tests.bench.plain_call_probe --backend host|cuda
 
+With ``--capture`` (host backend: UCUDNN_HOST_STREAM_CAPTURE stands in for a CUDA graph capture) a forward
+kernel is planned and run, then both it and a new kernel run while the stream reads as captured, then the new one
+after the capture: one JSON line per phase.
+
 Run in a process of its own (it loads cuDNN and the preload library), with UCUDNN_DATABASE set.
 """
 
@@ -13,9 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ucudnn import bridge
-from ucudnn.bench.backends import open_backend
+from ucudnn.bench.backends import Backend, open_backend
 from ucudnn.bench.capi import Descriptors
 from ucudnn.bench.problems import Problem
 from ucudnn.cudnn import Op
@@ -25,38 +30,63 @@ CALLS = 4
 PRIOR = 0.25  # the output's contents before each call: what beta = 1 accumulates onto
 
 
+COUNTERS = ("call_buffer_benchmarks", "planned", "passthrough", "micro_batches", "verify_executions",
+            "capture_deferred_plans")  # fmt: skip
+
+
+def run_calls(b: Backend, op_name: str, n: int, beta: float, calls: int = CALLS, **extra: Any) -> None:
+    """``calls`` plain calls of ``op_name``'s algorithm 0 at N = n through the preload library, each compared with
+    the same call on cuDNN itself: one JSON line with the worst relative error and what the counters did."""
+    p = Problem("plain", w=28, h=28, c=64, n=n, k=64, filter_w=3, filter_h=3, pad_w=1, pad_h=1, stride_w=1,
+                stride_h=1)  # fmt: skip
+    d = Descriptors.make(b.real, p)
+    try:
+        op = Op.parse(op_name)
+        s0, s1, s2 = d.operand_shapes(op)
+        in0, in1, out = b.random(s0, 1), b.random(s1, 2), b.filled(s2, PRIOR)
+        ws = b.workspace(WORKSPACE)
+        data = op.roles(b.ptr(in0), b.ptr(in1), b.ptr(out))
+        alone = b.real.executor(b.handle, op, *d.args(), 0, data, ws, WORKSPACE, beta=beta)
+        through = b.hooked.executor(b.handle, op, *d.args(), 0, data, ws, WORKSPACE, beta=beta)
+        b.issue(alone, 1)
+        ref = b.snapshot(out)
+        before = bridge.stats()
+        worst = 0.0
+        for _ in range(calls):
+            b.fill(out, PRIOR)
+            b.issue(through, 1)
+            err, scale = b.compare(out, ref)
+            worst = max(worst, err / max(scale, 1e-30))
+        after = bridge.stats()
+        row = {"op": op_name, "beta": beta, "n": n, "rel_err": worst, "tolerance": b.default_tolerance, **extra}
+        row |= {k: after[k] - before[k] for k in COUNTERS}
+        print(json.dumps(row), flush=True)
+    finally:
+        d.close()
+        b.release()
+
+
 def probe(backend: str) -> int:
     b = open_backend(backend)
     try:
         for op_name in ("fwd", "bwd-data", "bwd-filter"):
             for beta, n in ((0.0, 16), (1.0, 8)):
-                p = Problem("plain", w=28, h=28, c=64, n=n, k=64, filter_w=3, filter_h=3, pad_w=1, pad_h=1,
-                            stride_w=1, stride_h=1)  # fmt: skip
-                d = Descriptors.make(b.real, p)
-                op = Op.parse(op_name)
-                s0, s1, s2 = d.operand_shapes(op)
-                in0, in1, out = b.random(s0, 1), b.random(s1, 2), b.filled(s2, PRIOR)
-                ws = b.workspace(WORKSPACE)
-                data = op.roles(b.ptr(in0), b.ptr(in1), b.ptr(out))
-                alone = b.real.executor(b.handle, op, *d.args(), 0, data, ws, WORKSPACE, beta=beta)
-                through = b.hooked.executor(b.handle, op, *d.args(), 0, data, ws, WORKSPACE, beta=beta)
-                b.issue(alone, 1)
-                ref = b.snapshot(out)
-                before = bridge.stats()
-                worst = 0.0
-                for _ in range(CALLS):
-                    b.fill(out, PRIOR)
-                    b.issue(through, 1)
-                    err, scale = b.compare(out, ref)
-                    worst = max(worst, err / max(scale, 1e-30))
-                after = bridge.stats()
-                print(json.dumps({
-                    "op": op_name, "beta": beta, "n": n, "rel_err": worst, "tolerance": b.default_tolerance,
-                    "call_buffer_benchmarks": after["call_buffer_benchmarks"] - before["call_buffer_benchmarks"],
-                    "planned": after["planned"] - before["planned"],
-                }), flush=True)  # fmt: skip
-                d.close()
-                b.release()
+                run_calls(b, op_name, n, beta)
+    finally:
+        b.close()
+    return 0
+
+
+def probe_capture(backend: str) -> int:
+    b = open_backend(backend)
+    try:
+        # The check of a new divided plan takes 2 * (UCUDNN_VERIFY_SAMPLES + 1) executions: 8 at the default.
+        run_calls(b, "fwd", 16, 0.0, calls=12, phase="before")
+        bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "1")
+        run_calls(b, "fwd", 16, 0.0, phase="planned, captured")
+        run_calls(b, "fwd", 8, 0.0, phase="new, captured")
+        bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "0")
+        run_calls(b, "fwd", 8, 0.0, phase="new, after")
     finally:
         b.close()
     return 0
@@ -65,7 +95,9 @@ def probe(backend: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.plain_call_probe")
     ap.add_argument("--backend", choices=("host", "cuda"), required=True)
-    return probe(ap.parse_args(argv).backend)
+    ap.add_argument("--capture", action="store_true", help="the capture scenario (host backend)")
+    args = ap.parse_args(argv)
+    return probe_capture(args.backend) if args.capture else probe(args.backend)
 
 
 if __name__ == "__main__":

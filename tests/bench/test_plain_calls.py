@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,25 +20,50 @@ from tests.conftest import CUPY_INSTALL, cupy_unavailable_reason
 SIZES = 5  # N = 16 under powerOfTwo: 16, 8, 4, 2, 1
 
 
-@pytest.mark.parametrize("backend", ["host", pytest.param("cuda", marks=pytest.mark.gpu)])
-def test_plain_calls_plan_on_their_own_buffers_and_match_cudnn_alone(backend: str, tmp_path: Path) -> None:
+CALLS = 4  # plain_call_probe.CALLS
+
+
+def _probe(tmp_path: Path, backend: str, *options: str) -> list[dict[str, Any]]:
+    """The probe's JSON lines, run in a process of its own (the host backend on its model clock)."""
     if backend == "cuda" and (reason := cupy_unavailable_reason()):
         pytest.skip(f"{reason}; needs {CUPY_INSTALL}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     env |= {"UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"), "PYTHONPATH": project_pythonpath(os.environ)}
+    if backend == "host":
+        env["UCUDNN_HOST_TIMING"] = "model"
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.bench.plain_call_probe", "--backend", backend],
+        [sys.executable, "-m", "tests.bench.plain_call_probe", "--backend", backend, *options],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert [(r["op"], r["beta"]) for r in rows] == [
-        (op, beta) for op in ("fwd", "bwd-data", "bwd-filter") for beta in (0.0, 1.0)
-    ], proc.stdout  # fmt: skip
     for r in rows:
         assert r["rel_err"] <= r["tolerance"], r
-        assert r["planned"] > 0, r  # the calls ran ucudnn's plan, not cuDNN's call passed through
+    return rows
+
+
+@pytest.mark.parametrize("backend", ["host", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_plain_calls_plan_on_their_own_buffers_and_match_cudnn_alone(backend: str, tmp_path: Path) -> None:
+    rows = _probe(tmp_path, backend)
+    assert [(r["op"], r["beta"]) for r in rows] == [
+        (op, beta) for op in ("fwd", "bwd-data", "bwd-filter") for beta in (0.0, 1.0)
+    ], rows  # fmt: skip
+    for r in rows:
+        assert r["planned"] == CALLS, r  # every call ran ucudnn's plan, none passed through
         if r["beta"] == 0.0:
             assert r["call_buffer_benchmarks"] == SIZES, r
         else:
             assert r["call_buffer_benchmarks"] == 0, r
+
+
+def test_a_captured_stream_runs_the_plans_it_has_and_plans_nothing(tmp_path: Path) -> None:
+    # While a stream is captured into a CUDA graph a search would be captured too (or invalidate the capture by
+    # synchronising): the preload library makes no plan then, as the graph path decides none. A kernel planned
+    # before runs its plan, its check waiting; a new one runs as cuDNN alone (bit for bit) and is planned after.
+    before, planned, new, after = _probe(tmp_path, "host", "--capture")
+    assert before["planned"] == 12 and before["micro_batches"] > 12 and before["verify_executions"] > 0, before
+    assert planned["planned"] == CALLS and planned["micro_batches"] > CALLS, planned
+    assert planned["verify_executions"] == 0 and planned["capture_deferred_plans"] == 0, planned
+    assert new["passthrough"] == CALLS and new["planned"] == 0 and new["rel_err"] == 0.0, new
+    assert new["capture_deferred_plans"] == CALLS, new
+    assert after["planned"] == CALLS and after["capture_deferred_plans"] == 0, after

@@ -167,6 +167,25 @@ def test_preload_micro_batches_a_real_client_under_a_limit(
 
 
 @pytest.mark.parametrize("op", ["fprop", "dgrad"])
+def test_a_captured_stream_decides_no_plan(run_client: RunClient, op: str) -> None:
+    """While the stream is being captured into a CUDA graph (UCUDNN_HOST_STREAM_CAPTURE stands in for it) nothing is
+    built or timed: under the limit that micro-batches these graphs otherwise, every plan runs as built, bit for
+    bit as alone."""
+    p = Problem(op, **LIMITED)
+    inputs = Inputs.make(p)
+    extra = ("--benchmark", "0", "--calls", "3")
+    alone = run_client("torch_v0", p, inputs, extra=extra)
+    run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra,
+                     env_extra={"UCUDNN_HOST_STREAM_CAPTURE": "1"})  # fmt: skip
+    stats = run.stats
+    assert stats["graph_conv_plans"] > 0, stats
+    assert stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0, stats
+    assert stats["graph_benchmarks"] == 0 and stats["graph_builds"] == 0, stats
+    assert run.report["engine"] == alone.report["engine"]
+    assert np.array_equal(run.output, alone.output, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
 @pytest.mark.parametrize("policy", ["undivided", "powerOfTwo"])
 def test_a_limit_holds_where_instant_lists_nothing_that_fits(run_client: RunClient, op: str, policy: str) -> None:
     """On an H200 real cuDNN's INSTANT list held no engine the shim could run within 64 MiB for ResNet-18's 3x3
