@@ -5,9 +5,10 @@ compared with the same call on cuDNN itself. Prints one JSON line per op and bet
 
     python -m tests.bench.plain_call_probe --backend host|cuda
 
-With ``--capture`` (host backend: UCUDNN_HOST_STREAM_CAPTURE stands in for a CUDA graph capture) a forward
-kernel is planned and run, then both it and a new kernel run while the stream reads as captured, then the new one
-after the capture: one JSON line per phase.
+With ``--capture`` a forward kernel is planned and run, then both it and a new kernel run inside captures of the
+handle's stream (on a GPU each call is captured into a CUDA graph with CuPy, which is then launched; on the host
+backend UCUDNN_HOST_STREAM_CAPTURE stands in for the capture), then the new one after them: one JSON line per
+phase.
 
 Run in a process of its own (it loads cuDNN and the preload library), with UCUDNN_DATABASE set.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ucudnn import bridge
@@ -34,9 +36,32 @@ COUNTERS = ("call_buffer_benchmarks", "planned", "passthrough", "micro_batches",
             "capture_deferred_plans")  # fmt: skip
 
 
-def run_calls(b: Backend, op_name: str, n: int, beta: float, calls: int = CALLS, **extra: Any) -> None:
-    """``calls`` plain calls of ``op_name``'s algorithm 0 at N = n through the preload library, each compared with
-    the same call on cuDNN itself: one JSON line with the worst relative error and what the counters did."""
+def captured(b: Backend, call: Callable[[], None]) -> None:
+    """``call`` inside a capture of the handle's stream: on a GPU into a CUDA graph, launched once the capture
+    ends; on the host backend under its stand-in for a capture."""
+    if b.name == "cuda":
+        stream = b.stream  # type: ignore[attr-defined]
+        stream.begin_capture()
+        try:
+            call()
+        finally:
+            graph = stream.end_capture()
+        graph.launch(stream=stream)
+        b.synchronize()
+        return
+    bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "1")
+    try:
+        call()
+    finally:
+        bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "0")
+
+
+def run_calls(
+    b: Backend, op_name: str, n: int, beta: float, calls: int = CALLS, capture: bool = False, **extra: Any
+) -> None:
+    """``calls`` plain calls of ``op_name``'s algorithm 0 at N = n through the preload library (each in a capture
+    of its own with ``capture``), each compared with the same call on cuDNN itself: one JSON line with the worst
+    relative error and what the counters did."""
     p = Problem("plain", w=28, h=28, c=64, n=n, k=64, filter_w=3, filter_h=3, pad_w=1, pad_h=1, stride_w=1,
                 stride_h=1)  # fmt: skip
     d = Descriptors.make(b.real, p)
@@ -54,7 +79,10 @@ def run_calls(b: Backend, op_name: str, n: int, beta: float, calls: int = CALLS,
         worst = 0.0
         for _ in range(calls):
             b.fill(out, PRIOR)
-            b.issue(through, 1)
+            if capture:
+                captured(b, through)
+            else:
+                b.issue(through, 1)
             err, scale = b.compare(out, ref)
             worst = max(worst, err / max(scale, 1e-30))
         after = bridge.stats()
@@ -82,10 +110,8 @@ def probe_capture(backend: str) -> int:
     try:
         # The check of a new divided plan takes 2 * (UCUDNN_VERIFY_SAMPLES + 1) executions: 8 at the default.
         run_calls(b, "fwd", 16, 0.0, calls=12, phase="before")
-        bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "1")
-        run_calls(b, "fwd", 16, 0.0, phase="planned, captured")
-        run_calls(b, "fwd", 8, 0.0, phase="new, captured")
-        bridge.set_option("UCUDNN_HOST_STREAM_CAPTURE", "0")
+        run_calls(b, "fwd", 16, 0.0, capture=True, phase="planned, captured")
+        run_calls(b, "fwd", 8, 0.0, capture=True, phase="new, captured")
         run_calls(b, "fwd", 8, 0.0, phase="new, after")
     finally:
         b.close()
@@ -95,7 +121,7 @@ def probe_capture(backend: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench.plain_call_probe")
     ap.add_argument("--backend", choices=("host", "cuda"), required=True)
-    ap.add_argument("--capture", action="store_true", help="the capture scenario (host backend)")
+    ap.add_argument("--capture", action="store_true", help="the capture scenario")
     args = ap.parse_args(argv)
     return probe_capture(args.backend) if args.capture else probe(args.backend)
 
