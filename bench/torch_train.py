@@ -257,7 +257,7 @@ def report(
     results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom: int, pressure: str = "backward"
 ) -> str:
     lines = _table(results, cfgs, api, headroom, pressure)
-    lines += _pressure_lines(results, headroom) + _limit_lines(results, cfgs)
+    lines += _pressure_lines(results, headroom) + _limit_lines(results, cfgs) + _planning_lines(results)
     lines.append(_legend(api))
     return "\n".join(lines)
 
@@ -318,7 +318,7 @@ def _pressure_lines(results: Sequence[Result], headroom: int) -> list[str]:
 
 
 def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]:
-    """Under an explicit limit, both sides' peaks and the plans over it; on the graph path, what planning cost."""
+    """Under an explicit limit, both sides' peaks and the graph plans over it."""
     lines = []
     # Under an explicit limit both sides' peak allocations say whether the limit held: on an H200 a baseline whose
     # plans ran over it (no engine within it among those the planner read) peaked at 5,890 MiB against 3,464.
@@ -327,11 +327,18 @@ def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]
              if r.config in limited and not r.error]  # fmt: skip
     if peaks:
         lines.append("peak memory allocated under the limit: " + "; ".join(peaks))
-    ok = [r for r in results if not r.error]
-    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in ok
-            if r.stats.get("graph_over_limit")]  # fmt: skip
+    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in results
+            if not r.error and r.stats.get("graph_over_limit")]  # fmt: skip
     if over:
         lines.append("graph plans over the limit run as built (no engine cuDNN lists fits it): " + "; ".join(over))
+    return lines
+
+
+def _planning_lines(results: Sequence[Result]) -> list[str]:
+    """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches on the caller's own
+    buffers, plans the shim built."""
+    lines = []
+    ok = [r for r in results if not r.error]
     benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
                f"{r.stats.get('graph_benchmarks_reused', 0)} reused, "
                f"{r.stats.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)" for r in ok
@@ -339,6 +346,13 @@ def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]
     if benched:
         lines.append(
             "graph benchmarks (engines built and timed at a batch size for the planner): " + "; ".join(benched)
+        )
+    searched = [f"{r.model} N={r.batch} {r.config} {r.stats.get('find_ex_benchmarks', 0)} Find*Ex, "
+                f"{r.stats.get('call_buffer_benchmarks', 0)} convolution calls" for r in ok
+                if r.stats.get("find_ex_benchmarks") or r.stats.get("call_buffer_benchmarks")]  # fmt: skip
+    if searched:
+        lines.append(
+            "legacy planning's searches on the caller's own buffers (a batch size each): " + "; ".join(searched)
         )
     built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
              f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in ok if r.stats.get("graph_builds")]  # fmt: skip
