@@ -336,7 +336,7 @@ def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]
 
 def _planning_lines(results: Sequence[Result]) -> list[str]:
     """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches on the caller's own
-    buffers, plans the shim built."""
+    buffers, benchmarks short of memory, plans the shim built."""
     lines = []
     ok = [r for r in results if not r.error]
     benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
@@ -353,6 +353,13 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
     if searched:
         lines.append(
             "legacy planning's searches on the caller's own buffers (a batch size each): " + "; ".join(searched)
+        )
+    short = [f"{r.model} N={r.batch} {r.config} {r.stats['benchmarks_short_of_memory']}" for r in ok
+             if r.stats.get("benchmarks_short_of_memory")]  # fmt: skip
+    if short:
+        lines.append(
+            "planner benchmarks short of memory (a batch size each: its tensors, or a workspace within the limit, "
+            "could not be had): " + "; ".join(short)
         )
     built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
              f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in ok if r.stats.get("graph_builds")]  # fmt: skip

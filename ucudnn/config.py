@@ -180,8 +180,9 @@ VARIABLES: tuple[Var, ...] = (
         "",
         "Host backend only, for tests: the device memory (bytes) Find* may allocate for its own tensors and "
         "workspaces, as on a GPU whose memory the framework holds (tensors that do not fit fail the call; an "
-        "algorithm whose workspace does not fit beside them is reported as an allocation failure). Unset: no bound.",
-        readers=("host",),
+        "algorithm whose workspace does not fit beside them is reported as an allocation failure); the preload "
+        "library's graph benchmarks get no more scratch memory than that either. Unset: no bound.",
+        readers=("host", "shim"),
         pattern="[0-9]{1,15}",
         expected="a number of bytes (up to 15 digits), e.g. 4194304",
     ),

@@ -99,6 +99,7 @@ char *uc_stats_text(void)
     FIELD(find_ex_benchmarks);
     FIELD(call_buffer_benchmarks);
     FIELD(capture_deferred_plans);
+    FIELD(benchmarks_short_of_memory);
     FIELD(graph_over_limit);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);

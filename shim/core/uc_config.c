@@ -339,6 +339,14 @@ size_t uc_cfg_host_device_memory(void)
     return (size_t)num_of(UC_VAR_UCUDNN_HOST_DEVICE_MEMORY);
 }
 
+size_t uc_cfg_host_find_memory(void)
+{
+    char text[32];
+    if (uc_cfg_string(UC_VAR_UCUDNN_HOST_FIND_MEMORY, text, sizeof text) == 0)
+        return 0;
+    return (size_t)strtoull(text, NULL, 10); /* digits only: the variable's pattern */
+}
+
 int uc_cfg_host_stream_capture(void)
 {
     return num_of(UC_VAR_UCUDNN_HOST_STREAM_CAPTURE) != 0;

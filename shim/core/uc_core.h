@@ -67,6 +67,9 @@ typedef struct {
         /* legacy plans not made because the call's stream was being captured into a CUDA graph (the call or query
          * went to cuDNN as it was; a later one plans) */
         capture_deferred_plans,
+        /* planner benchmarks (a batch size, either path) in which memory the search needed within the request's
+         * limit could not be had: its tensors, or an algorithm's or engine's workspace */
+        benchmarks_short_of_memory,
         /* graph plans over an explicit limit for which no plan within it was found: they run as built */
         graph_over_limit;
 } uc_stats;
@@ -105,6 +108,7 @@ int uc_cfg_deterministic(void);    /* UCUDNN_DETERMINISTIC: every request asks f
 double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
 size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
 int uc_cfg_host_stream_capture(void);   /* UCUDNN_HOST_STREAM_CAPTURE: off the GPU, every stream is captured */
+size_t uc_cfg_host_find_memory(void);   /* UCUDNN_HOST_FIND_MEMORY: off the GPU, the scratch bound; 0: none */
 size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
 size_t uc_cfg_total_workspace(void);

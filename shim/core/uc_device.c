@@ -12,6 +12,8 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -124,16 +126,51 @@ int uc_stream_capturing(cudnnHandle_t handle)
 
 /* ---- scratch memory for benchmarks (planning time) ---- */
 
+/* Off the GPU: host memory, 256-byte aligned as cudaMalloc's is (tensors declare byte alignments the library
+ * checks), after a 256-byte header holding its size and whether it counts against UCUDNN_HOST_FIND_MEMORY, the
+ * stand-in for a device whose memory the framework holds: what the outstanding scratch may not exceed. */
+#define HOST_HEADER 256
+static _Atomic size_t host_scratch_bytes;
+
+typedef struct {
+    size_t bytes;
+    int counted;
+} host_header;
+
+static void *host_scratch_alloc(size_t bytes)
+{
+    size_t rounded = bytes ? (bytes + 255) / 256 * 256 : 256;
+    size_t bound = uc_cfg_host_find_memory();
+    host_header h = {rounded, bound > 0};
+    if (h.counted && atomic_fetch_add(&host_scratch_bytes, rounded) + rounded > bound) {
+        atomic_fetch_sub(&host_scratch_bytes, rounded);
+        return NULL;
+    }
+    unsigned char *base = rounded <= SIZE_MAX - HOST_HEADER ? aligned_alloc(256, HOST_HEADER + rounded) : NULL;
+    if (!base) {
+        if (h.counted)
+            atomic_fetch_sub(&host_scratch_bytes, rounded);
+        return NULL;
+    }
+    memcpy(base, &h, sizeof h);
+    memset(base + HOST_HEADER, 0, rounded);
+    return base + HOST_HEADER;
+}
+
+static void host_scratch_free(void *p)
+{
+    unsigned char *base = (unsigned char *)p - HOST_HEADER;
+    host_header h;
+    memcpy(&h, base, sizeof h);
+    if (h.counted)
+        atomic_fetch_sub(&host_scratch_bytes, h.bytes);
+    free(base);
+}
+
 void *uc_scratch_alloc(size_t bytes)
 {
-    if (uc_clock_kind() != UC_CLOCK_CUDA) {
-        /* 256-byte aligned, as cudaMalloc's are: tensors declare byte alignments the library checks. */
-        size_t rounded = (bytes + 255) / 256 * 256;
-        void *p = aligned_alloc(256, rounded ? rounded : 256);
-        if (p)
-            memset(p, 0, rounded ? rounded : 256);
-        return p;
-    }
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        return host_scratch_alloc(bytes);
     unsigned long long dev = 0;
     return cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS ? (void *)(uintptr_t)dev : NULL;
 }
@@ -143,7 +180,7 @@ void uc_scratch_free(void *p)
     if (!p)
         return;
     if (uc_clock_kind() != UC_CLOCK_CUDA)
-        free(p);
+        host_scratch_free(p);
     else
         cu.mem_free((unsigned long long)(uintptr_t)p);
 }

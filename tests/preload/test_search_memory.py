@@ -55,6 +55,7 @@ def test_find_ex_plans_on_the_callers_buffers_when_the_device_is_full(
     full = run_driver(*args, env=CHECK | FULL | {"UCUDNN_DATABASE": str(full_db)})
     assert full.returncode == 0, full.stderr
     assert full.report["stats"]["find_ex_benchmarks"] >= 5, full.report["stats"]  # N = 16, 8, 4, 2, 1
+    assert full.report["stats"]["benchmarks_short_of_memory"] == 0, full.report["stats"]
     assert "not using that size" not in full.stderr and "without memory" not in full.stderr
     assert full.report["last_plan"] == roomy.report["last_plan"]
     assert full.report["model_ms"] == pytest.approx(roomy.report["model_ms"], rel=1e-9)
@@ -112,6 +113,7 @@ def test_a_convolution_call_is_planned_on_its_own_buffers_when_the_device_is_ful
     assert full.returncode == 0, full.stderr
     stats = full.report["stats"]
     assert stats["call_buffer_benchmarks"] >= 5 and stats["find_ex_benchmarks"] == 0, stats  # N = 16, 8, 4, 2, 1
+    assert stats["benchmarks_short_of_memory"] == 0, stats
     assert full.report["last_plan"] == roomy.report["last_plan"]
     assert full.report["model_ms"] == pytest.approx(roomy.report["model_ms"], rel=1e-9)
     assert_close(full.output("float"), alone.output("float"), "float")
@@ -124,6 +126,7 @@ def test_a_convolution_call_is_planned_on_its_own_buffers_when_the_device_is_ful
     acc = run_driver(*args, "beta=1", env=CHECK | FULL | {"UCUDNN_DATABASE": str(tmp_path / "acc.sqlite")})
     assert acc.returncode == 0, acc.stderr
     assert acc.report["stats"]["call_buffer_benchmarks"] == 0, acc.report["stats"]
+    assert acc.report["stats"]["benchmarks_short_of_memory"] > 0, acc.report["stats"]
     assert_close(acc.output("float"), acc_alone.output("float"), "float")
     assert acc.report["model_ms"][-1] > 1.5 * full.report["model_ms"][-1]
 
@@ -140,6 +143,10 @@ def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, 
     starved = run_driver(*get, env=CHECK | FULL | {"UCUDNN_DATABASE": str(db)})
     assert starved.returncode == 0, starved.stderr
     assert starved.report["stats"]["find_ex_benchmarks"] == 0
+    # Counted: the searches at N = 16 (no room for its tensors), 8, 4 and 2 (none for the fast algorithm), for the
+    # list's plan and the plans the call asks for.
+    assert starved.report["stats"]["benchmarks_short_of_memory"] >= 4, starved.report["stats"]
+    assert fresh.report["stats"]["benchmarks_short_of_memory"] == 0, fresh.report["stats"]
     assert starved.report["model_ms"][-1] > 3 * fresh.report["model_ms"][-1]
     short = rows(db, f"SELECT DISTINCT batch FROM benchmarks WHERE status = {UNALLOCATED} ORDER BY batch")
     assert short == [(2,), (4,), (8,), (16,)], short
