@@ -139,6 +139,8 @@ typedef struct {
 
 static void *host_scratch_alloc(size_t bytes)
 {
+    if (bytes > SIZE_MAX - 2 * HOST_HEADER)
+        return NULL;
     size_t rounded = bytes ? (bytes + 255) / 256 * 256 : 256;
     size_t bound = uc_cfg_host_find_memory();
     host_header h = {rounded, bound > 0};
@@ -146,7 +148,7 @@ static void *host_scratch_alloc(size_t bytes)
         atomic_fetch_sub(&host_scratch_bytes, rounded);
         return NULL;
     }
-    unsigned char *base = rounded <= SIZE_MAX - HOST_HEADER ? aligned_alloc(256, HOST_HEADER + rounded) : NULL;
+    unsigned char *base = aligned_alloc(256, HOST_HEADER + rounded);
     if (!base) {
         if (h.counted)
             atomic_fetch_sub(&host_scratch_bytes, rounded);
