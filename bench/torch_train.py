@@ -29,6 +29,9 @@ each in a process of its own (``ucudnn.bench.torch_worker``, which trains and ti
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
+The environment's ``UCUDNN_*`` variables are not passed on; ``--set UCUDNN_NAME=VALUE`` gives every ucudnn run a
+setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``), and the report says so.
+
 It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
 ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
 ``ucudnn@L``), the first and last loss of every run, and the shim's counters. ``--api legacy`` (the default)
@@ -202,6 +205,7 @@ def _run_one(
         child_env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
     cmd = worker
     if cfg.ucudnn is not None:
+        child_env.update(dict(args.set))
         cmd = [
             sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--torch-api", args.api, "--database",
             str(args.database), "--stats-file", str(stats_file), "--", *worker,
@@ -416,6 +420,19 @@ def _parse_models(text: str) -> list[tuple[str, int]]:
     return out
 
 
+def _setting(text: str) -> tuple[str, str]:
+    """``--set UCUDNN_NAME=VALUE``: a known variable with a value it accepts."""
+    name, sep, value = text.partition("=")
+    var = config.BY_NAME.get(name.strip())
+    if not sep or var is None:
+        raise argparse.ArgumentTypeError(f"--set: expected UCUDNN_NAME=VALUE with a ucudnn variable, got {text!r}")
+    try:
+        config.parse(var, value)
+    except config.ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"--set: {exc}") from None
+    return var.name, value
+
+
 def _size(text: str) -> int:
     try:
         return config.parse_size(text, name="--headroom")
@@ -454,6 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
     p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")
+    p.add_argument("--set", type=_setting, action="append", default=[], metavar="UCUDNN_NAME=VALUE",
+                   help="a setting for every ucudnn run (repeatable; the environment's UCUDNN_* are not passed on), "
+                        "e.g. UCUDNN_SCRATCH_FROM_FRAMEWORK=1")  # fmt: skip
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
     p.add_argument("--json", type=Path, help="write the results there")
     args = p.parse_args(argv)
@@ -480,6 +500,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         results, interrupted = run_configs(args.models, cfgs, args.headroom, one)
     print(report(results, cfgs, args.api, args.headroom, args.pressure))
+    if args.set:
+        print("settings of every ucudnn run: " + ", ".join(f"{name}={value}" for name, value in args.set))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
         print(f"wrote {args.json}")

@@ -308,6 +308,45 @@ def _ucudnn_py_framework(state: Any) -> int:
     return 0
 
 
+def _torch_cuda() -> Any:
+    """``torch.cuda`` where torch is imported and its CUDA state initialized (asking would initialize it), else None."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    return cuda if cuda is not None and cuda.is_initialized() else None
+
+
+def framework_alloc(nbytes: int) -> int:
+    """The address of ``nbytes`` of device memory from PyTorch's caching allocator, on the current device and
+    stream (where cuDNN's handle runs in a PyTorch program), or 0 where torch has no CUDA state or no memory: scratch
+    for a planner benchmark where the device itself has none left (UCUDNN_SCRATCH_FROM_FRAMEWORK)."""
+    cuda = _torch_cuda()
+    return int(cuda.caching_allocator_alloc(nbytes)) if cuda is not None else 0
+
+
+@ffi.def_extern(onerror=_report_escape)  # type: ignore[untyped-decorator]
+def _ucudnn_py_alloc(nbytes: int) -> Any:
+    """Called by the shim for benchmark scratch (GIL taken by cffi): the memory, or NULL. Never raises into C."""
+    try:
+        return ffi.cast("void *", framework_alloc(int(nbytes)))
+    except Exception as exc:  # torch.OutOfMemoryError among them
+        log.debug("borrowing %d bytes from torch's allocator failed (%s: %s)", nbytes, type(exc).__name__, exc)
+    except BaseException as exc:  # the program's interrupt: raised there once the cuDNN call returns
+        _defer(exc)
+    return ffi.NULL
+
+
+@ffi.def_extern(onerror=_report_escape)  # type: ignore[untyped-decorator]
+def _ucudnn_py_free(ptr: Any) -> None:
+    """Gives back what _ucudnn_py_alloc lent. Never raises into C."""
+    try:
+        cuda = _torch_cuda()
+        if cuda is not None:
+            cuda.caching_allocator_delete(int(ffi.cast("uintptr_t", ptr)))
+    except Exception as exc:
+        log.error("giving scratch back to torch's allocator failed (%s: %s)", type(exc).__name__, exc)
+    except BaseException as exc:
+        _defer(exc)
+
+
 def register() -> bool:
     """Register the planner with the shim; False (and nothing done) when the shim is not loaded."""
     global _registered
@@ -318,6 +357,7 @@ def register() -> bool:
     if _registered:
         lib.ucudnn_bridge_set_recorder(lib.ucudnn_bridge_recorder)
         lib.ucudnn_bridge_set_framework_source(lib.ucudnn_bridge_framework)
+        lib.ucudnn_bridge_set_framework_allocator(lib.ucudnn_bridge_alloc, lib.ucudnn_bridge_free)
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
     else:
@@ -345,6 +385,7 @@ def unregister() -> None:
     global _registered
     if _registered:
         lib.ucudnn_bridge_set_framework_source(ffi.NULL)
+        lib.ucudnn_bridge_set_framework_allocator(ffi.NULL, ffi.NULL)
         lib.ucudnn_bridge_set_recorder(ffi.NULL)
         lib.ucudnn_bridge_set_planner(ffi.NULL)
         _registered = False

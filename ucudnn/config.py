@@ -166,6 +166,15 @@ VARIABLES: tuple[Var, ...] = (
         readers=("shim",),
     ),
     Var(
+        "UCUDNN_SCRATCH_FROM_FRAMEWORK",
+        Kind.BOOL,
+        "0",
+        "1: where the device has no memory left for a planner benchmark's scratch (the graph path's tensors and "
+        "workspaces at a batch size), borrow it from the framework's caching allocator (PyTorch's), which holds "
+        "memory the device no longer shows as free; given back when the benchmark ends. Off until measured on a GPU.",
+        readers=("shim",),
+    ),
+    Var(
         "UCUDNN_HOST_STREAM_CAPTURE",
         Kind.BOOL,
         "0",

@@ -25,6 +25,7 @@ typedef int (*set_recorder_fn)(ucudnn_recorder_fn);
 typedef int (*call_cost_fn)(void *, double *);
 typedef int (*set_framework_fn)(ucudnn_framework_fn);
 typedef size_t (*graph_json_fn)(void *, char *, size_t);
+typedef int (*set_allocator_fn)(ucudnn_framework_alloc_fn, ucudnn_framework_free_fn);
 
 static void *lookup(_Atomic(void *) *slot, const char *name)
 {
@@ -56,6 +57,7 @@ SHIM_FN(set_recorder_fn, set_recorder)
 SHIM_FN(call_cost_fn, measure_call_cost)
 SHIM_FN(set_framework_fn, set_framework_source)
 SHIM_FN(graph_json_fn, debug_graph_json)
+SHIM_FN(set_allocator_fn, set_framework_allocator)
 
 int ucudnn_bridge_shim_loaded(void)
 {
@@ -167,4 +169,10 @@ int ucudnn_bridge_set_framework_source(ucudnn_framework_fn source)
 {
     set_framework_fn fn = shim_set_framework_source();
     return fn ? fn(source) : UCUDNN_BRIDGE_NO_SHIM;
+}
+
+int ucudnn_bridge_set_framework_allocator(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release)
+{
+    set_allocator_fn fn = shim_set_framework_allocator();
+    return fn ? fn(alloc, release) : UCUDNN_BRIDGE_NO_SHIM;
 }

@@ -21,6 +21,8 @@
 static int _ucudnn_py_planner(const ucudnn_plan_request *, ucudnn_plan_reply *);
 static void _ucudnn_py_recorder(const ucudnn_verdict *);
 static int _ucudnn_py_framework(ucudnn_framework_state *);
+static void *_ucudnn_py_alloc(size_t);
+static void _ucudnn_py_free(void *);
 
 /* 0: nothing kept; 1: an exception is kept, its raise not yet scheduled; 2: scheduled. */
 static atomic_int ucudnn_deferred;
@@ -76,6 +78,20 @@ int ucudnn_bridge_framework(ucudnn_framework_state *state)
     int rc = atomic_load(&ucudnn_deferred) ? 1 : _ucudnn_py_framework(state);
     ucudnn_schedule_raise();
     return rc;
+}
+
+/* The framework's allocator: nothing while an interrupt waits to be raised; what was borrowed is always given back. */
+void *ucudnn_bridge_alloc(size_t bytes)
+{
+    void *p = atomic_load(&ucudnn_deferred) ? NULL : _ucudnn_py_alloc(bytes);
+    ucudnn_schedule_raise();
+    return p;
+}
+
+void ucudnn_bridge_free(void *ptr)
+{
+    _ucudnn_py_free(ptr);
+    ucudnn_schedule_raise();
 }
 
 #endif /* UCUDNN_BRIDGE_DEFERRED_H */

@@ -33,6 +33,10 @@ int ucudnn_bridge_set_planner(ucudnn_planner_fn planner);
 int ucudnn_bridge_planner(const ucudnn_plan_request *request, ucudnn_plan_reply *reply);
 void ucudnn_bridge_recorder(const ucudnn_verdict *verdict);
 int ucudnn_bridge_framework(ucudnn_framework_state *state);
+/* The framework's allocator (PyTorch's caching allocator, through ucudnn/_runtime.py): NULL while an interrupt waits
+ * to be raised, or where the framework has none. */
+void *ucudnn_bridge_alloc(size_t bytes);
+void ucudnn_bridge_free(void *ptr);
 
 /* Called by a callback that keeps an interrupt (KeyboardInterrupt, SystemExit) to raise later in the program: once
  * the callback has returned, its raise is scheduled in the main thread, and no callback enters Python until then. */
@@ -58,6 +62,10 @@ int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder);
 
 /* ucudnn_set_framework_source(source); NULL unregisters. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
 int ucudnn_bridge_set_framework_source(ucudnn_framework_fn source);
+
+/* ucudnn_set_framework_allocator(alloc, release); NULLs unregister. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim
+ * without it). */
+int ucudnn_bridge_set_framework_allocator(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release);
 
 /* ucudnn_measure_call_cost(...): 0, a cuDNN status, or UCUDNN_BRIDGE_NO_SHIM. */
 int ucudnn_bridge_measure_call_cost(void *bench_ctx, double *ms);

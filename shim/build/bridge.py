@@ -101,6 +101,9 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi.cdef('extern "Python" void _ucudnn_py_recorder(const ucudnn_verdict *);')
     # The framework source (what PyTorch's caching allocator holds unused, and its determinism); also there.
     ffi.cdef('extern "Python" int _ucudnn_py_framework(ucudnn_framework_state *);')
+    # The framework's allocator (scratch borrowed from PyTorch's caching allocator); also there.
+    ffi.cdef('extern "Python" void *_ucudnn_py_alloc(size_t);')
+    ffi.cdef('extern "Python" void _ucudnn_py_free(void *);')
     version = package_version()
     ffi.set_source(
         MODULE,

@@ -57,6 +57,12 @@ UC_EXPORT int ucudnn_set_framework_source(ucudnn_framework_fn source)
     return 0;
 }
 
+UC_EXPORT int ucudnn_set_framework_allocator(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release)
+{
+    uc_framework_allocator_set(alloc, release);
+    return 0;
+}
+
 UC_EXPORT int ucudnn_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms)
 {
     return uc_report_division(kernels, budget_bytes, workspace_bytes, time_ms);

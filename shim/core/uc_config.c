@@ -347,6 +347,11 @@ size_t uc_cfg_host_find_memory(void)
     return (size_t)strtoull(text, NULL, 10); /* digits only: the variable's pattern */
 }
 
+int uc_cfg_scratch_from_framework(void)
+{
+    return num_of(UC_VAR_UCUDNN_SCRATCH_FROM_FRAMEWORK) != 0;
+}
+
 int uc_cfg_host_stream_capture(void)
 {
     return num_of(UC_VAR_UCUDNN_HOST_STREAM_CAPTURE) != 0;

@@ -70,6 +70,8 @@ typedef struct {
         /* planner benchmarks (a batch size, either path) in which memory the search needed within the request's
          * limit could not be had: its tensors, or an algorithm's or engine's workspace */
         benchmarks_short_of_memory,
+        /* scratch buffers of planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK) */
+        framework_scratch_allocs,
         /* graph plans over an explicit limit for which no plan within it was found: they run as built */
         graph_over_limit;
 } uc_stats;
@@ -109,6 +111,7 @@ double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
 size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
 int uc_cfg_host_stream_capture(void);   /* UCUDNN_HOST_STREAM_CAPTURE: off the GPU, every stream is captured */
 size_t uc_cfg_host_find_memory(void);   /* UCUDNN_HOST_FIND_MEMORY: off the GPU, the scratch bound; 0: none */
+int uc_cfg_scratch_from_framework(void); /* UCUDNN_SCRATCH_FROM_FRAMEWORK */
 size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
 size_t uc_cfg_total_workspace(void);
@@ -245,6 +248,11 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms);
 size_t uc_framework_memory(void);
 /* ucudnn_set_framework_source. */
 void uc_framework_source_set(ucudnn_framework_fn source);
+/* ucudnn_set_framework_allocator; and scratch borrowed from it (NULL: none registered, or it had none) and given
+ * back (1: p was borrowed, and is returned; 0: not the framework's). */
+void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release);
+void *uc_framework_scratch_alloc(size_t bytes);
+int uc_framework_scratch_free(void *p);
 /* The same, and in *deterministic whether the framework (or UCUDNN_DETERMINISTIC) asks for determinism. */
 size_t uc_framework_state(int *deterministic);
 /*

@@ -169,17 +169,24 @@ static void host_scratch_free(void *p)
     free(base);
 }
 
+/* Scratch of the shim's own; where the device has none and UCUDNN_SCRATCH_FROM_FRAMEWORK is set, borrowed from
+ * the framework's allocator. */
 void *uc_scratch_alloc(size_t bytes)
 {
-    if (uc_clock_kind() != UC_CLOCK_CUDA)
-        return host_scratch_alloc(bytes);
+    void *p = NULL;
     unsigned long long dev = 0;
-    return cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS ? (void *)(uintptr_t)dev : NULL;
+    if (uc_clock_kind() != UC_CLOCK_CUDA)
+        p = host_scratch_alloc(bytes);
+    else if (cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
+        p = (void *)(uintptr_t)dev;
+    if (!p && uc_cfg_scratch_from_framework())
+        p = uc_framework_scratch_alloc(bytes ? bytes : 1);
+    return p;
 }
 
 void uc_scratch_free(void *p)
 {
-    if (!p)
+    if (!p || uc_framework_scratch_free(p))
         return;
     if (uc_clock_kind() != UC_CLOCK_CUDA)
         host_scratch_free(p);

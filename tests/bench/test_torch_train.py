@@ -21,6 +21,30 @@ def test_models_option_parses_and_names_itself_on_error() -> None:
             tt._parse_models(bad)
 
 
+def test_set_passes_a_checked_setting_to_the_ucudnn_runs_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert tt._setting("UCUDNN_SCRATCH_FROM_FRAMEWORK=1") == ("UCUDNN_SCRATCH_FROM_FRAMEWORK", "1")
+    for bad in ("UCUDNN_NOPE=1", "UCUDNN_SCRATCH_FROM_FRAMEWORK", "UCUDNN_SCRATCH_FROM_FRAMEWORK=maybe"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--set"):
+            tt._setting(bad)
+    envs: dict[str, dict[str, str]] = {}
+
+    def fake_run(cmd: list[str], env: dict[str, str], **_kw: Any) -> Any:
+        name = "ucudnn" if "ucudnn.cli" in cmd else "torch"
+        envs[name] = env
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.write_text(json.dumps({"ms_per_iter": 1.0, "losses": [1.0], "ballast_mib": 0, "peak_mib": 1}))
+        return argparse.Namespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(tt.subprocess, "run", fake_run)
+    argv = ["--models", "conv3d:2", "--no-pressure", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=1"]
+    assert tt.main(argv) == 0
+    assert envs["ucudnn"]["UCUDNN_SCRATCH_FROM_FRAMEWORK"] == "1"
+    assert "UCUDNN_SCRATCH_FROM_FRAMEWORK" not in envs["torch"]
+    assert "settings of every ucudnn run: UCUDNN_SCRATCH_FROM_FRAMEWORK=1" in capsys.readouterr().out
+
+
 def test_headroom_error_names_the_option() -> None:
     assert tt._size("512MiB") == 512 << 20
     with pytest.raises(argparse.ArgumentTypeError, match="--headroom"):

@@ -142,6 +142,18 @@ typedef int (*ucudnn_framework_fn)(ucudnn_framework_state *state);
 /* Register (or with NULL, unregister) the framework source. Returns 0. */
 int ucudnn_set_framework_source(ucudnn_framework_fn source);
 
+/*
+ * The framework's allocator, from which the shim may borrow scratch memory for its planning benchmarks where the
+ * device has none left for its own allocation (UCUDNN_SCRATCH_FROM_FRAMEWORK=1): PyTorch's caching allocator holds
+ * memory the device no longer shows as free. alloc returns `bytes` of device memory on the calling thread's current
+ * device, or NULL; release gives back what alloc returned. Both may take the Python GIL.
+ */
+typedef void *(*ucudnn_framework_alloc_fn)(size_t bytes);
+typedef void (*ucudnn_framework_free_fn)(void *ptr);
+
+/* Register (or with NULLs, unregister) the framework's allocator. Returns 0. */
+int ucudnn_set_framework_allocator(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release);
+
 /* Library version number (MAJOR*10000 + MINOR*100 + PATCH) of the preload library. */
 int ucudnn_version(void);
 

@@ -1,0 +1,105 @@
+"""The graph path's planner benchmarks in a Python host whose ``torch`` (a stand-in, no GPU) has a caching
+allocator, on the host backend: one forward convolution graph with the fastest engine, under a 4 MiB limit that
+makes the preload library split it, planned (its workspace asked) and executed once. Prints one JSON line: the
+shim's counters, the stand-in allocator's, the plan the shim made, and the output's largest difference from the
+undivided call on cuDNN itself.
+
+    python -m tests.bench.graph_scratch_probe
+
+Run in a process of its own with UCUDNN_DATABASE set; UCUDNN_HOST_FIND_MEMORY and UCUDNN_SCRATCH_FROM_FRAMEWORK
+as the test wants them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+LIMIT = 4 << 20
+ENGINE = 7  # the host backend's fastest forward algorithm at this size (engine i is algorithm i)
+
+
+class StandInAllocator:
+    """PyTorch's ``caching_allocator_alloc``/``caching_allocator_delete`` on host memory (256-byte aligned)."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, Any] = {}
+        self.allocs = self.frees = 0
+
+    def alloc(self, nbytes: int, device: Any = None, stream: Any = None) -> int:
+        block = np.zeros(nbytes + 256, dtype=np.uint8)
+        address = (block.ctypes.data + 255) // 256 * 256
+        self.live[address] = block
+        self.allocs += 1
+        return address
+
+    def delete(self, address: int) -> None:
+        del self.live[address]
+        self.frees += 1
+
+
+def install_torch(allocator: StandInAllocator) -> None:
+    """A ``torch`` whose CUDA state is up, with nothing cached and the stand-in allocator."""
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True, current_device=lambda: 0, memory_reserved=lambda device=None: 0,
+        memory_allocated=lambda device=None: 0, caching_allocator_alloc=allocator.alloc,
+        caching_allocator_delete=allocator.delete,
+    )  # fmt: skip
+    torch.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(deterministic=False))  # type: ignore[attr-defined]
+    torch.are_deterministic_algorithms_enabled = lambda: False  # type: ignore[attr-defined]
+    sys.modules["torch"] = torch
+
+
+def main() -> int:
+    allocator = StandInAllocator()
+    install_torch(allocator)
+    from ucudnn import bridge
+    from ucudnn.bench.backends import open_backend
+    from ucudnn.bench.capi import Descriptors
+    from ucudnn.bench.problems import Problem
+    from ucudnn.cudnn import Op
+    from ucudnn.graph_api import ConvGraph
+
+    b = open_backend("host")
+    try:
+        p = Problem("scratch", w=28, h=28, c=64, n=16, k=64, filter_w=3, filter_h=3, pad_w=1, pad_h=1, stride_w=1,
+                    stride_h=1)  # fmt: skip
+        d = Descriptors.make(b.real, p)
+        op = Op.parse("fwd")
+        s0, s1, s2 = d.operand_shapes(op)
+        in0, in1, out = b.random(s0, 1), b.random(s1, 2), b.filled(s2, 0.0)
+        x, w, y = op.roles(b.ptr(in0), b.ptr(in1), b.ptr(out))
+        full_ws = 64 << 20
+        ws = b.workspace(full_ws)
+        b.issue(b.real.executor(b.handle, op, *d.args(), ENGINE, (x, w, y), ws, full_ws), 1)
+        ref = b.snapshot(out)
+        bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(LIMIT))
+        graph = ConvGraph(b.graph, b.handle.ptr or 0, "fwd", d.x_shape, d.w_shape, d.y_shape, (1, 1), (1, 1), ENGINE)
+        try:
+            b.fill(out, float("nan"))
+            b.issue(graph.executor(x, w, y, ws), 1)
+            err, scale = b.compare(out, ref)
+            plan = bridge.graph_plan(graph.plan)
+            stats = bridge.stats()
+            print(json.dumps({
+                "workspace_bytes": graph.workspace_bytes, "rel_err": err / max(scale, 1e-30),
+                "stats": {k: stats[k] for k in ("graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
+                                                "framework_scratch_allocs")},
+                "allocator": {"allocs": allocator.allocs, "frees": allocator.frees, "live": len(allocator.live)},
+                "plan": plan.get("main") or plan,
+            }), flush=True)  # fmt: skip
+        finally:
+            graph.close()
+            d.close()
+    finally:
+        b.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
