@@ -365,6 +365,13 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
             "planner benchmarks short of memory (a batch size each: its tensors, or a workspace within the limit, "
             "could not be had): " + "; ".join(short)
         )
+    borrowed = [f"{r.model} N={r.batch} {r.config} {r.stats['framework_scratch_allocs']}" for r in ok
+                if r.stats.get("framework_scratch_allocs")]  # fmt: skip
+    if borrowed:
+        lines.append(
+            "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): "
+            + "; ".join(borrowed)
+        )
     built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
              f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in ok if r.stats.get("graph_builds")]  # fmt: skip
     if built:
