@@ -16,11 +16,9 @@
  * a legacy Get/Find or a plan made for it), never per execution. In a Python host the runtime that registers it is
  * imported at the first such query (as at the first plan); a C/C++ host never starts an interpreter for it.
  *
- * The same runtime registers the framework's allocator (ucudnn_set_framework_allocator), from which planner
- * benchmarks borrow the scratch the device refuses them, under UCUDNN_SCRATCH_FROM_FRAMEWORK (uc_device.c): what
- * the sum above counts as allocatable, the device alone does not give to the shim.
+ * What the sum above counts as allocatable, the device alone does not give the shim's benchmark scratch: see
+ * uc_borrow.c.
  */
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "uc_core.h"
@@ -81,77 +79,4 @@ size_t uc_planning_limit(void)
         return uc_cfg_default_limit();
     size_t mem = uc_framework_memory();
     return mem ? mem : UC_UNLIMITED;
-}
-
-/* ---- scratch borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK) ---- */
-
-/* At most this many borrowed buffers at once (a graph benchmark holds its tensors and one workspace); past it the
- * framework's buffer is given back at once and the benchmark goes without, as without a framework. */
-#define UC_BORROWED_MAX 64
-
-static pthread_mutex_t borrow_lock = PTHREAD_MUTEX_INITIALIZER;
-static ucudnn_framework_alloc_fn borrow_alloc;
-static ucudnn_framework_free_fn borrow_free;
-static struct {
-    void *p;
-    ucudnn_framework_free_fn release; /* the allocator's own, kept should another be registered meanwhile */
-} borrowed[UC_BORROWED_MAX];
-
-void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release)
-{
-    pthread_mutex_lock(&borrow_lock);
-    borrow_alloc = alloc && release ? alloc : NULL;
-    borrow_free = alloc && release ? release : NULL;
-    pthread_mutex_unlock(&borrow_lock);
-}
-
-void *uc_framework_scratch_alloc(size_t bytes)
-{
-    pthread_mutex_lock(&borrow_lock);
-    ucudnn_framework_alloc_fn alloc = borrow_alloc;
-    ucudnn_framework_free_fn release = borrow_free;
-    pthread_mutex_unlock(&borrow_lock);
-    if (!alloc)
-        return NULL;
-    uc_guard++; /* the framework's own calls must not come back here */
-    void *p = alloc(bytes);
-    uc_guard--;
-    if (!p)
-        return NULL;
-    pthread_mutex_lock(&borrow_lock);
-    int slot = -1;
-    for (int i = 0; i < UC_BORROWED_MAX && slot < 0; i++)
-        if (!borrowed[i].p)
-            slot = i;
-    if (slot >= 0) {
-        borrowed[slot].p = p;
-        borrowed[slot].release = release;
-    }
-    pthread_mutex_unlock(&borrow_lock);
-    if (slot < 0) {
-        uc_guard++;
-        release(p);
-        uc_guard--;
-        return NULL;
-    }
-    UC_COUNT(framework_scratch_allocs, 1);
-    return p;
-}
-
-int uc_framework_scratch_free(void *p)
-{
-    ucudnn_framework_free_fn release = NULL;
-    pthread_mutex_lock(&borrow_lock);
-    for (int i = 0; i < UC_BORROWED_MAX && !release; i++)
-        if (borrowed[i].p == p) {
-            release = borrowed[i].release;
-            borrowed[i].p = NULL;
-        }
-    pthread_mutex_unlock(&borrow_lock);
-    if (!release)
-        return 0;
-    uc_guard++;
-    release(p);
-    uc_guard--;
-    return 1;
 }

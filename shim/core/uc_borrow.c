@@ -1,0 +1,82 @@
+/*
+ * Scratch for planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK): where the
+ * device refuses the shim's own allocation (uc_device.c's uc_scratch_alloc), what the framework's caching allocator
+ * holds is asked instead -- memory uc_memory.c counts as the framework's, which the device no longer shows as free.
+ * The allocator is registered by ucudnn's Python runtime (ucudnn_set_framework_allocator: PyTorch's
+ * torch.cuda.caching_allocator_alloc/delete); every buffer borrowed is remembered with the function that gives it
+ * back, and given back when the benchmark frees it.
+ */
+#include <pthread.h>
+
+#include "uc_core.h"
+
+/* At most this many borrowed buffers at once (a graph benchmark holds its tensors and one workspace); past it the
+ * framework's buffer is given back at once and the benchmark goes without, as without a framework. */
+#define UC_BORROWED_MAX 64
+
+static pthread_mutex_t borrow_lock = PTHREAD_MUTEX_INITIALIZER;
+static ucudnn_framework_alloc_fn borrow_alloc;
+static ucudnn_framework_free_fn borrow_free;
+static struct {
+    void *p;
+    ucudnn_framework_free_fn release; /* the allocator's own, kept should another be registered meanwhile */
+} borrowed[UC_BORROWED_MAX];
+
+void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release)
+{
+    pthread_mutex_lock(&borrow_lock);
+    borrow_alloc = alloc && release ? alloc : NULL;
+    borrow_free = alloc && release ? release : NULL;
+    pthread_mutex_unlock(&borrow_lock);
+}
+
+void *uc_framework_scratch_alloc(size_t bytes)
+{
+    pthread_mutex_lock(&borrow_lock);
+    ucudnn_framework_alloc_fn alloc = borrow_alloc;
+    ucudnn_framework_free_fn release = borrow_free;
+    pthread_mutex_unlock(&borrow_lock);
+    if (!alloc)
+        return NULL;
+    uc_guard++; /* the framework's own calls must not come back here */
+    void *p = alloc(bytes);
+    uc_guard--;
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&borrow_lock);
+    int slot = -1;
+    for (int i = 0; i < UC_BORROWED_MAX && slot < 0; i++)
+        if (!borrowed[i].p)
+            slot = i;
+    if (slot >= 0) {
+        borrowed[slot].p = p;
+        borrowed[slot].release = release;
+    }
+    pthread_mutex_unlock(&borrow_lock);
+    if (slot < 0) {
+        uc_guard++;
+        release(p);
+        uc_guard--;
+        return NULL;
+    }
+    UC_COUNT(framework_scratch_allocs, 1);
+    return p;
+}
+
+int uc_framework_scratch_free(void *p)
+{
+    ucudnn_framework_free_fn release = NULL;
+    pthread_mutex_lock(&borrow_lock);
+    for (int i = 0; i < UC_BORROWED_MAX && !release; i++)
+        if (borrowed[i].p == p) {
+            release = borrowed[i].release;
+            borrowed[i].p = NULL;
+        }
+    pthread_mutex_unlock(&borrow_lock);
+    if (!release)
+        return 0;
+    uc_guard++;
+    release(p);
+    uc_guard--;
+    return 1;
+}
