@@ -35,18 +35,6 @@ static void fill_unallocated(const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
             rows[i].memory = 0;
 }
 
-/* Whether a search lacked memory it needed within `limit`: for its tensors (the search failed), or for an
- * algorithm's workspace that fits the limit. */
-static int short_of_memory(int st, const ucudnn_perf *rows, int n, size_t limit)
-{
-    if (uc_status_alloc_failed(st))
-        return 1;
-    for (int i = 0; i < n; i++)
-        if (uc_status_alloc_failed(rows[i].status) && rows[i].memory <= limit)
-            return 1;
-    return 0;
-}
-
 /* The real search at `batch` samples, on descriptors cloned at that size: Find*Ex on the caller's buffers and
  * workspace where the call has them (a Find*Ex: at its own N, the rows its search just measured; below it, and for
  * a convolution call that overwrites its output, offered no more of the workspace than the request's limit, so that
@@ -73,8 +61,6 @@ static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf 
         st = f ? uc_real_find_ex(c, x, y, limit, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
     if (st == 0)
         fill_unallocated(c, x, y, rows, *n);
-    if (short_of_memory(st, rows, st == 0 ? *n : 0, limit))
-        UC_COUNT(benchmarks_short_of_memory, 1);
     uc_tensor_destroy(x);
     uc_tensor_destroy(y);
     return st;
