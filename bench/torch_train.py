@@ -301,6 +301,17 @@ def _table(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
     return lines
 
 
+def _per_run(heading: str, results: Sequence[Result], figure: Callable[[Result], str | None]) -> list[str]:
+    """One report line: ``heading``, then each run that did not fail and has a figure, named, with that figure."""
+    parts = [f"{r.model} N={r.batch} {r.config} {f}" for r in results if not r.error and (f := figure(r))]
+    return [heading + "; ".join(parts)] if parts else []
+
+
+def _counter(key: str) -> Callable[[Result], str | None]:
+    """A run's shim counter ``key`` as a figure, where it is not zero."""
+    return lambda r: str(r.stats[key]) if r.stats.get(key) else None
+
+
 def _pressure_lines(results: Sequence[Result], headroom: int) -> list[str]:
     """Under pressure: headroom raised for PyTorch alone, what the pressure cost it, what each run left."""
     lines = []
@@ -314,69 +325,70 @@ def _pressure_lines(results: Sequence[Result], headroom: int) -> list[str]:
     cost = pressure_cost(results)
     if cost:
         lines.append("what the pressure cost PyTorch alone (its time without / under it): " + cost)
-    left = [f"{r.model} N={r.batch} {r.config} {r.left_at_peak_mib:,.0f} MiB" for r in results
-            if r.left_at_peak_mib is not None and not r.error]  # fmt: skip
-    if left:
-        lines.append("under pressure, memory the run left unallocated at its peak: " + "; ".join(left))
-    return lines
+    return lines + _per_run(
+        "under pressure, memory the run left unallocated at its peak: ",
+        results,
+        lambda r: f"{r.left_at_peak_mib:,.0f} MiB" if r.left_at_peak_mib is not None else None,
+    )
 
 
 def _limit_lines(results: Sequence[Result], cfgs: Sequence[Config]) -> list[str]:
     """Under an explicit limit, both sides' peaks and the graph plans over it."""
-    lines = []
     # Under an explicit limit both sides' peak allocations say whether the limit held: on an H200 a baseline whose
     # plans ran over it (no engine within it among those the planner read) peaked at 5,890 MiB against 3,464.
     limited = {c.name for c in cfgs if c.limit}
-    peaks = [f"{r.model} N={r.batch} {r.config} {r.peak_mib:,.0f} MiB" for r in results
-             if r.config in limited and not r.error]  # fmt: skip
-    if peaks:
-        lines.append("peak memory allocated under the limit: " + "; ".join(peaks))
-    over = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_over_limit']}" for r in results
-            if not r.error and r.stats.get("graph_over_limit")]  # fmt: skip
-    if over:
-        lines.append("graph plans over the limit run as built (no engine cuDNN lists fits it): " + "; ".join(over))
-    return lines
+    return _per_run(
+        "peak memory allocated under the limit: ",
+        results,
+        lambda r: f"{r.peak_mib:,.0f} MiB" if r.config in limited else None,
+    ) + _per_run(
+        "graph plans over the limit run as built (no engine cuDNN lists fits it): ",
+        results,
+        _counter("graph_over_limit"),
+    )
+
+
+def _benchmarked(r: Result) -> str | None:
+    s = r.stats
+    if not s.get("graph_benchmarks"):
+        return None
+    return (f"{s['graph_benchmarks']} measured, {s.get('graph_benchmarks_reused', 0)} reused, "
+            f"{s.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)")  # fmt: skip
+
+
+def _searched(r: Result) -> str | None:
+    s = r.stats
+    if not (s.get("find_ex_benchmarks") or s.get("call_buffer_benchmarks")):
+        return None
+    return f"{s.get('find_ex_benchmarks', 0)} Find*Ex, {s.get('call_buffer_benchmarks', 0)} convolution calls"
+
+
+def _built(r: Result) -> str | None:
+    s = r.stats
+    return f"{s['graph_builds']} in {s.get('graph_build_ns', 0) / 1e9:.1f} s" if s.get("graph_builds") else None
 
 
 def _planning_lines(results: Sequence[Result]) -> list[str]:
     """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches on the caller's own
-    buffers, benchmarks short of memory, plans the shim built."""
-    lines = []
-    ok = [r for r in results if not r.error]
-    benched = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_benchmarks']} measured, "
-               f"{r.stats.get('graph_benchmarks_reused', 0)} reused, "
-               f"{r.stats.get('graph_benchmarks_over_limit', 0)} over the limit (built, not timed)" for r in ok
-               if r.stats.get("graph_benchmarks")]  # fmt: skip
-    if benched:
-        lines.append(
-            "graph benchmarks (engines built and timed at a batch size for the planner): " + "; ".join(benched)
-        )
-    searched = [f"{r.model} N={r.batch} {r.config} {r.stats.get('find_ex_benchmarks', 0)} Find*Ex, "
-                f"{r.stats.get('call_buffer_benchmarks', 0)} convolution calls" for r in ok
-                if r.stats.get("find_ex_benchmarks") or r.stats.get("call_buffer_benchmarks")]  # fmt: skip
-    if searched:
-        lines.append(
-            "legacy planning's searches on the caller's own buffers (a batch size each): " + "; ".join(searched)
-        )
-    short = [f"{r.model} N={r.batch} {r.config} {r.stats['benchmarks_short_of_memory']}" for r in ok
-             if r.stats.get("benchmarks_short_of_memory")]  # fmt: skip
-    if short:
-        lines.append(
+    buffers, benchmarks short of memory, scratch borrowed, plans the shim built."""
+    return [
+        *_per_run(
+            "graph benchmarks (engines built and timed at a batch size for the planner): ", results, _benchmarked
+        ),
+        *_per_run("legacy planning's searches on the caller's own buffers (a batch size each): ", results, _searched),
+        *_per_run(
             "planner benchmarks short of memory (a batch size each: its tensors, or a workspace within the limit, "
-            "could not be had): " + "; ".join(short)
-        )
-    borrowed = [f"{r.model} N={r.batch} {r.config} {r.stats['framework_scratch_allocs']}" for r in ok
-                if r.stats.get("framework_scratch_allocs")]  # fmt: skip
-    if borrowed:
-        lines.append(
-            "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): "
-            + "; ".join(borrowed)
-        )
-    built = [f"{r.model} N={r.batch} {r.config} {r.stats['graph_builds']} in "
-             f"{r.stats.get('graph_build_ns', 0) / 1e9:.1f} s" for r in ok if r.stats.get("graph_builds")]  # fmt: skip
-    if built:
-        lines.append("graph plans the shim built (benchmarks, micro-batches, probes): " + "; ".join(built))
-    return lines
+            "could not be had): ",
+            results,
+            _counter("benchmarks_short_of_memory"),
+        ),
+        *_per_run(
+            "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): ",
+            results,
+            _counter("framework_scratch_allocs"),
+        ),
+        *_per_run("graph plans the shim built (benchmarks, micro-batches, probes): ", results, _built),
+    ]
 
 
 def _legend(api: str) -> str:
