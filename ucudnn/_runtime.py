@@ -274,16 +274,22 @@ def _ucudnn_py_recorder(verdict: Any) -> None:
         _defer(exc)
 
 
+def _torch_cuda() -> Any:
+    """``torch.cuda`` where torch is imported and its CUDA state initialized (asking would initialize it), else None."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    return cuda if cuda is not None and cuda.is_initialized() else None
+
+
 def framework_state() -> tuple[int, bool] | None:
     """What PyTorch says of itself in this process, or None where torch is not imported or its CUDA state is not
     initialized (asking would initialize it): bytes its caching allocator reserved but does not use on the current
     device (reserved - allocated: it hands them out for a workspace before asking the driver for more), and whether
     it asks for deterministic convolutions (``torch.backends.cudnn.deterministic`` or
     ``torch.use_deterministic_algorithms``), in which case it drops nondeterministic engines itself."""
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    if torch is None or cuda is None or not cuda.is_initialized():
+    cuda = _torch_cuda()
+    if cuda is None:
         return None
+    torch = sys.modules["torch"]
     device = cuda.current_device()
     held = int(cuda.memory_reserved(device)) - int(cuda.memory_allocated(device))
     deterministic = bool(torch.backends.cudnn.deterministic) or bool(torch.are_deterministic_algorithms_enabled())
@@ -306,12 +312,6 @@ def _ucudnn_py_framework(state: Any) -> int:
         return 1
     state.held_bytes, state.deterministic = found[0], int(found[1])
     return 0
-
-
-def _torch_cuda() -> Any:
-    """``torch.cuda`` where torch is imported and its CUDA state initialized (asking would initialize it), else None."""
-    cuda = getattr(sys.modules.get("torch"), "cuda", None)
-    return cuda if cuda is not None and cuda.is_initialized() else None
 
 
 def framework_alloc(nbytes: int) -> int:
