@@ -1,11 +1,15 @@
-"""The checkout's root, for every test that needs it, and the environment of a child Python that must import this
-checkout."""
+"""The checkout's root, for every test that needs it, the environment of a child Python that must import this
+checkout, and such a child run as a probe that prints JSON lines."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,3 +20,14 @@ def project_pythonpath(env: Mapping[str, str]) -> str:
     the GPU machines, where cffi lives only there)."""
     kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join([str(ROOT), *kept])
+
+
+def run_json_probe(module: str, *args: str, env: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+    """``python -m module args`` in a process of its own, from the checkout, with none of this process's UCUDNN_*
+    variables but those in ``env``: it must exit 0, and its JSON lines come back."""
+    child = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
+    child |= {"PYTHONPATH": project_pythonpath(os.environ), **env}
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=child, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]

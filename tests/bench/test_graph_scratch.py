@@ -5,26 +5,18 @@ tensors at N = 16 take 6.4 MB, and the fast engine's workspace does not fit besi
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from tests._env import ROOT, project_pythonpath
+from tests._env import run_json_probe
 
 FULL = {"UCUDNN_HOST_FIND_MEMORY": str(3 << 20)}
 
 
 def _probe(tmp_path: Path, name: str, extra: dict[str, str]) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
-    env |= {"UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), "UCUDNN_HOST_TIMING": "model",
-            "PYTHONPATH": project_pythonpath(os.environ), **extra}  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "tests.bench.graph_scratch_probe"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    got: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    env = {"UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), "UCUDNN_HOST_TIMING": "model", **extra}
+    got = run_json_probe("tests.bench.graph_scratch_probe", env=env, timeout=300)[-1]
     assert got["rel_err"] <= 1e-5, got
     return got
 

@@ -5,16 +5,12 @@ alone. The host backend's figures under a full device: tests/preload/test_search
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._env import ROOT, project_pythonpath
+from tests._env import run_json_probe
 from tests.conftest import CUPY_INSTALL, cupy_unavailable_reason
 
 SIZES = 5  # N = 16 under powerOfTwo: 16, 8, 4, 2, 1
@@ -27,16 +23,10 @@ def _probe(tmp_path: Path, backend: str, *options: str) -> list[dict[str, Any]]:
     """The probe's JSON lines, run in a process of its own (the host backend on its model clock)."""
     if backend == "cuda" and (reason := cupy_unavailable_reason()):
         pytest.skip(f"{reason}; needs {CUPY_INSTALL}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
-    env |= {"UCUDNN_DATABASE": str(tmp_path / "cache.sqlite"), "PYTHONPATH": project_pythonpath(os.environ)}
+    env = {"UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
     if backend == "host":
         env["UCUDNN_HOST_TIMING"] = "model"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.bench.plain_call_probe", "--backend", backend, *options],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rows = run_json_probe("tests.bench.plain_call_probe", "--backend", backend, *options, env=env, timeout=600)
     for r in rows:
         assert r["rel_err"] <= r["tolerance"], r
     return rows
