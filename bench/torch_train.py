@@ -370,7 +370,7 @@ def _built(r: Result) -> str | None:
 
 def _planning_lines(results: Sequence[Result]) -> list[str]:
     """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches on the caller's own
-    buffers, benchmarks short of memory, scratch borrowed, plans the shim built."""
+    buffers, benchmarks short of memory, scratch borrowed, searches made again on it, plans the shim built."""
     return [
         *_per_run(
             "graph benchmarks (engines built and timed at a batch size for the planner): ", results, _benchmarked
@@ -386,6 +386,11 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
             "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): ",
             results,
             _counter("framework_scratch_allocs"),
+        ),
+        *_per_run(
+            "legacy searches cudnnFind left short, made again on scratch (UCUDNN_SCRATCH_FROM_FRAMEWORK): ",
+            results,
+            _counter("scratch_searches"),
         ),
         *_per_run("graph plans the shim built (benchmarks, micro-batches, probes): ", results, _built),
     ]

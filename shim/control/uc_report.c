@@ -101,6 +101,7 @@ char *uc_stats_text(void)
     FIELD(capture_deferred_plans);
     FIELD(benchmarks_short_of_memory);
     FIELD(framework_scratch_allocs);
+    FIELD(scratch_searches);
     FIELD(graph_over_limit);
     FIELD(limit_lists);
     FIELD(limit_bound_lists);

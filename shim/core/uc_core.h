@@ -72,6 +72,9 @@ typedef struct {
         benchmarks_short_of_memory,
         /* scratch buffers of planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK) */
         framework_scratch_allocs,
+        /* legacy searches cudnnFind left short of memory, made again with Find*Ex on scratch of the shim's (the
+         * device's, else borrowed: UCUDNN_SCRATCH_FROM_FRAMEWORK) */
+        scratch_searches,
         /* graph plans over an explicit limit for which no plan within it was found: they run as built */
         graph_over_limit;
 } uc_stats;
@@ -329,6 +332,10 @@ typedef struct {
 int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep);
 /* ucudnn_benchmark and ucudnn_measure_call_cost: the live request of token `ctx` benchmarked. */
 int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *count);
+/* Whether a benchmark (status st, rows) lacked memory it needed within `limit`: for its tensors (it failed so), or
+ * for an algorithm's or engine's workspace that fits the limit (a row refused so; one over the limit is not short).
+ * uc_bench_run counts those as benchmarks_short_of_memory. */
+int uc_bench_short(int st, const ucudnn_perf *rows, int n, size_t limit);
 int uc_bench_call_cost(void *ctx, double *ms);
 
 /* Report the outcome of a check (backend_id filled here) to the planner's recorder, which stores it in the

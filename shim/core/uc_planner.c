@@ -37,9 +37,7 @@ static const bench_ctx *live_request(void *ctx)
     return b;
 }
 
-/* Whether a benchmark lacked memory it needed within `limit`: for its tensors (it failed so), or for an
- * algorithm's or engine's workspace that fits the limit (a row refused so; one over the limit is not short). */
-static int short_of_memory(int st, const ucudnn_perf *rows, int n, size_t limit)
+int uc_bench_short(int st, const ucudnn_perf *rows, int n, size_t limit)
 {
     if (uc_status_alloc_failed(st))
         return 1;
@@ -65,7 +63,7 @@ int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *coun
         ucudnn_perf rows[UC_MAX_ROWS];
         int n = 0;
         st = s->bench(s->subject, batch, b->limit, rows, UC_MAX_ROWS, &n);
-        if (short_of_memory(st, rows, n, b->limit))
+        if (uc_bench_short(st, rows, n, b->limit))
             UC_COUNT(benchmarks_short_of_memory, 1);
         if (st == 0) {
             int m = n < capacity ? n : capacity;

@@ -35,10 +35,80 @@ static void fill_unallocated(const uc_call *c, cudnnTensorDescriptor_t x, cudnnT
             rows[i].memory = 0;
 }
 
+/* ---- a query-time search again on borrowed scratch (UCUDNN_SCRATCH_FROM_FRAMEWORK) ---- */
+
+/* Bytes a tensor spans at `batch` samples (its strides' reach), and the filter's (packed). */
+static size_t tensor_bytes(const uc_tensor *t, int batch)
+{
+    size_t last = 0;
+    for (int i = 0; i < t->nb; i++) {
+        size_t d = i == 0 ? (size_t)batch : (size_t)t->dims[i];
+        if (d == 0)
+            return 0;
+        last += (d - 1) * (size_t)t->strides[i];
+    }
+    return (last + 1) * uc_dtype_size(t->dtype);
+}
+
+static size_t filter_bytes(const uc_kernel *k)
+{
+    size_t n = 1;
+    for (int i = 0; i < k->wnb; i++)
+        n *= (size_t)k->wdims[i];
+    return n * uc_dtype_size(k->wdtype);
+}
+
+/* The largest workspace an algorithm of the op needs at x/y within `limit` (0: none needs any). */
+static size_t widest_within(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, size_t limit)
+{
+    size_t widest = 0;
+    for (int a = 0; a < uc_algo_count(c->k->op); a++) {
+        size_t bytes = 0;
+        if (uc_real_ws(c, x, y, c->conv, a, &bytes) == 0 && bytes <= limit && bytes > widest)
+            widest = bytes;
+    }
+    return widest;
+}
+
+/*
+ * A search cudnnFind made short of memory (its tensors, or a workspace within the limit, refused: the device is
+ * full) made again with Find*Ex on scratch of the shim's (uc_scratch_alloc: the device's, else borrowed from the
+ * framework's allocator), its tensors at `batch` samples and the widest workspace within the limit: its rows
+ * replace the short ones. 0 and *n set where it ran; else the first search's rows stand. Only under
+ * UCUDNN_SCRATCH_FROM_FRAMEWORK, where the framework's cache holds what the device no longer shows as free.
+ */
+static int find_on_scratch(const uc_call *c, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, int batch,
+                           size_t limit, ucudnn_perf *rows, int cap, int *n)
+{
+    const uc_kernel *k = c->k;
+    uc_found f = {0};
+    f.ws_bytes = widest_within(c, x, y, limit);
+    size_t xb = tensor_bytes(&k->x, batch), yb = tensor_bytes(&k->y, batch), wb = filter_bytes(k);
+    int st = uc_status(UC_ST_ALLOC);
+    if (xb && yb && wb && (f.x = uc_scratch_alloc(xb)) && (f.y = uc_scratch_alloc(yb)) &&
+        (f.w = uc_scratch_alloc(wb)) && (!f.ws_bytes || (f.ws = uc_scratch_alloc(f.ws_bytes)))) {
+        uc_call on_scratch = *c;
+        on_scratch.found = &f;
+        ucudnn_perf got[UC_MAX_ROWS];
+        int m = 0;
+        st = uc_real_find_ex(&on_scratch, x, y, limit, got, UC_MAX_ROWS, &m);
+        if (st == 0) {
+            *n = m < cap ? m : cap;
+            memcpy(rows, got, sizeof *rows * (size_t)*n);
+        }
+    }
+    uc_scratch_free(f.ws);
+    uc_scratch_free(f.w);
+    uc_scratch_free(f.y);
+    uc_scratch_free(f.x);
+    return st;
+}
+
 /* The real search at `batch` samples, on descriptors cloned at that size: Find*Ex on the caller's buffers and
  * workspace where the call has them (a Find*Ex: at its own N, the rows its search just measured; below it, and for
  * a convolution call that overwrites its output, offered no more of the workspace than the request's limit, so that
- * algorithms no plan within it can run are not timed), else Find on buffers of the library's own. */
+ * algorithms no plan within it can run are not timed), else Find on buffers of the library's own (and, where that
+ * went short of memory under UCUDNN_SCRATCH_FROM_FRAMEWORK, Find*Ex on scratch: find_on_scratch). */
 static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf *rows, int cap, int *n)
 {
     const uc_call *c = subject;
@@ -59,8 +129,16 @@ static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf 
         st = uc_tensor_clone(&c->k->y, batch, &y);
     if (st == 0)
         st = f ? uc_real_find_ex(c, x, y, limit, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
-    if (st == 0)
-        fill_unallocated(c, x, y, rows, *n);
+    if (st == 0 || uc_status_alloc_failed(st)) {
+        if (st == 0)
+            fill_unallocated(c, x, y, rows, *n);
+        if (!f && uc_cfg_scratch_from_framework() && uc_bench_short(st, rows, *n, limit) &&
+            find_on_scratch(c, x, y, batch, limit, rows, cap, n) == 0) {
+            UC_COUNT(scratch_searches, 1);
+            st = 0;
+            fill_unallocated(c, x, y, rows, *n);
+        }
+    }
     uc_tensor_destroy(x);
     uc_tensor_destroy(y);
     return st;

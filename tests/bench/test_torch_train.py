@@ -152,14 +152,18 @@ def test_graph_report_shows_the_graph_counters() -> None:
     assert not any("searches on the caller's own buffers" in line for line in legacy)  # none were made
     assert not any("short of memory" in line for line in legacy)
     assert not any("borrowed" in line for line in legacy)
+    assert not any("made again on scratch" in line for line in legacy)
     results[1].stats = {"planned": 20, "find_ex_benchmarks": 45, "call_buffer_benchmarks": 6,
-                        "benchmarks_short_of_memory": 3, "framework_scratch_allocs": 12}  # fmt: skip
+                        "benchmarks_short_of_memory": 3, "framework_scratch_allocs": 12,
+                        "scratch_searches": 4}  # fmt: skip
     legacy = tt.report(results, cfgs, "legacy", 256 << 20).splitlines()
     assert any(line.endswith("own buffers (a batch size each): conv3d N=16 ucudnn+pressure 45 Find*Ex, 6 convolution "
                              "calls") for line in legacy), legacy  # fmt: skip
     assert any(line.startswith("planner benchmarks short of memory") and line.endswith("ucudnn+pressure 3")
                for line in legacy), legacy  # fmt: skip
     assert any(line.startswith("benchmark scratch borrowed") and line.endswith("ucudnn+pressure 12")
+               for line in legacy), legacy  # fmt: skip
+    assert any(line.startswith("legacy searches cudnnFind left short") and line.endswith("ucudnn+pressure 4")
                for line in legacy), legacy  # fmt: skip
     results[1].stats = stats
     assert not any("graph benchmarks" in line for line in lines)  # none were made

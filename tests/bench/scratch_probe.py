@@ -1,10 +1,14 @@
-"""The graph path's planner benchmarks in a Python host whose ``torch`` (a stand-in, no GPU) has a caching
-allocator, on the host backend: one forward convolution graph with the fastest engine, under a 4 MiB limit that
-makes the preload library split it, planned (its workspace asked) and executed once. Prints one JSON line: the
-shim's counters, the stand-in allocator's, the plan the shim made, and the output's largest difference from the
-undivided call on cuDNN itself.
+"""Planner benchmarks in a Python host whose ``torch`` (a stand-in, no GPU) has a caching allocator, on the host
+backend, under a 4 MiB limit that makes the preload library split one forward convolution (N = 16):
 
-    python -m tests.bench.graph_scratch_probe
+- ``--api graph``: a graph with the fastest engine, planned (its workspace asked) and executed once;
+- ``--api legacy``: ``cudnnGetConvolutionForwardAlgorithm_v7`` asked (the query plans), then the convolution run with
+  the first algorithm and workspace listed, as PyTorch's legacy path does.
+
+Prints one JSON line: the shim's counters, the stand-in allocator's, the plan the shim made, and the output's
+largest difference from the undivided call on cuDNN itself.
+
+    python -m tests.bench.scratch_probe --api graph|legacy
 
 Run in a process of its own with UCUDNN_DATABASE set; UCUDNN_HOST_FIND_MEMORY and UCUDNN_SCRATCH_FROM_FRAMEWORK
 as the test wants them.
@@ -12,6 +16,7 @@ as the test wants them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import types
@@ -21,6 +26,8 @@ import numpy as np
 
 LIMIT = 4 << 20
 ENGINE = 7  # the host backend's fastest forward algorithm at this size (engine i is algorithm i)
+COUNTERS = ("planned", "graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
+            "framework_scratch_allocs", "scratch_searches")  # fmt: skip
 
 
 class StandInAllocator:
@@ -56,6 +63,9 @@ def install_torch(allocator: StandInAllocator) -> None:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api", choices=("graph", "legacy"), required=True)
+    api = parser.parse_args().api
     allocator = StandInAllocator()
     install_torch(allocator)
     from ucudnn import bridge
@@ -79,22 +89,32 @@ def main() -> int:
         b.issue(b.real.executor(b.handle, op, *d.args(), ENGINE, (x, w, y), ws, full_ws), 1)
         ref = b.snapshot(out)
         bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", str(LIMIT))
-        graph = ConvGraph(b.graph, b.handle.ptr or 0, "fwd", d.x_shape, d.w_shape, d.y_shape, (1, 1), (1, 1), ENGINE)
+        b.fill(out, float("nan"))
         try:
-            b.fill(out, float("nan"))
-            b.issue(graph.executor(x, w, y, ws), 1)
+            if api == "graph":
+                graph = ConvGraph(b.graph, b.handle.ptr or 0, "fwd", d.x_shape, d.w_shape, d.y_shape, (1, 1), (1, 1),
+                                  ENGINE)  # fmt: skip
+                try:
+                    b.issue(graph.executor(x, w, y, ws), 1)
+                    plan = bridge.graph_plan(graph.plan)
+                    workspace = graph.workspace_bytes
+                finally:
+                    graph.close()
+                plan = plan.get("main") or plan
+            else:
+                first = b.hooked.get_v7(b.handle, op, *d.args())[0]
+                workspace = first.memory_bytes
+                b.issue(b.hooked.executor(b.handle, op, *d.args(), first.algo, (x, w, y), ws, workspace), 1)
+                plan = bridge.last_plan()
             err, scale = b.compare(out, ref)
-            plan = bridge.graph_plan(graph.plan)
             stats = bridge.stats()
             print(json.dumps({
-                "workspace_bytes": graph.workspace_bytes, "rel_err": err / max(scale, 1e-30),
-                "stats": {k: stats[k] for k in ("graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
-                                                "framework_scratch_allocs")},
+                "workspace_bytes": workspace, "rel_err": err / max(scale, 1e-30),
+                "stats": {k: stats[k] for k in COUNTERS},
                 "allocator": {"allocs": allocator.allocs, "frees": allocator.frees, "live": len(allocator.live)},
-                "plan": plan.get("main") or plan,
+                "plan": plan,
             }), flush=True)  # fmt: skip
         finally:
-            graph.close()
             d.close()
     finally:
         b.close()

@@ -1,0 +1,68 @@
+"""Scratch borrowed from the framework's allocator for planner benchmarks (UCUDNN_SCRATCH_FROM_FRAMEWORK), on the
+host backend in a Python host whose stand-in torch has a caching allocator (``scratch_probe.py``), on both paths: the
+graph path's benchmarks, and the legacy path's searches at a Get*_v7 query (cudnnFind on buffers of cuDNN's own,
+made again with Find*Ex on scratch where they went short). UCUDNN_HOST_FIND_MEMORY=3 MiB stands in for a device the
+framework holds: the tensors at N = 16 take 6.4 MB, and the fast algorithm's workspace does not fit beside those at
+2 samples."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._env import run_json_probe
+
+FULL = {"UCUDNN_HOST_FIND_MEMORY": str(3 << 20)}
+
+
+def _probe(tmp_path: Path, api: str, name: str, extra: dict[str, str]) -> dict[str, Any]:
+    env = {"UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), "UCUDNN_HOST_TIMING": "model", **extra}
+    got = run_json_probe("tests.bench.scratch_probe", "--api", api, env=env, timeout=300)[-1]
+    assert got["rel_err"] <= 1e-5, got
+    return got
+
+
+def _parts(got: dict[str, Any]) -> Any:
+    """The plan's micro-batches: the graph path's parts, the legacy plan's (size, algorithm) list."""
+    plan = got["plan"]
+    return plan["parts"] if "parts" in plan else [(m["batch"], m["algo"]) for m in plan["micro_batches"]]
+
+
+@pytest.mark.parametrize("api", ["graph", "legacy"])
+def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_path: Path, api: str) -> None:
+    roomy = _probe(tmp_path, api, "roomy", {})
+    short = _probe(tmp_path, api, "short", FULL)
+    borrowed = _probe(tmp_path, api, "borrowed", FULL | {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1"})
+    assert roomy["stats"]["benchmarks_short_of_memory"] == 0 and roomy["allocator"]["allocs"] == 0, roomy
+    assert roomy["stats"]["scratch_searches"] == 0, roomy
+    # The device alone: sizes measured short, and a plan without the fast algorithm's larger parts (16 x 1 sample
+    # for 8 x 2 with room).
+    assert short["stats"]["benchmarks_short_of_memory"] > 0 and short["allocator"]["allocs"] == 0, short
+    assert short["stats"]["scratch_searches"] == 0, short
+    assert _parts(short) != _parts(roomy), (short, roomy)
+    # Borrowing: nothing short, the plan made with room, every buffer given back.
+    assert borrowed["stats"]["benchmarks_short_of_memory"] == 0, borrowed
+    assert borrowed["stats"]["framework_scratch_allocs"] == borrowed["allocator"]["allocs"] > 0, borrowed
+    assert borrowed["allocator"]["frees"] == borrowed["allocator"]["allocs"] and borrowed["allocator"]["live"] == 0
+    assert _parts(borrowed) == _parts(roomy) and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
+    # The graph path benchmarks on scratch anyway; the legacy path's searches ran again on it.
+    assert (borrowed["stats"]["scratch_searches"] > 0) == (api == "legacy"), borrowed
+
+
+def test_no_scratch_is_borrowed_where_torch_has_no_cuda_state(monkeypatch: Any) -> None:
+    import types
+
+    from ucudnn import _runtime
+
+    asked: list[int] = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: False, caching_allocator_alloc=lambda n: asked.append(n) or 1)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert _runtime.framework_alloc(1 << 20) == 0 and not asked  # asking would create torch's CUDA state
+    monkeypatch.delitem(sys.modules, "torch")
+    assert _runtime.framework_alloc(1 << 20) == 0
+    cuda.is_initialized = lambda: True
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert _runtime.framework_alloc(1 << 20) == 1 and asked == [1 << 20]
