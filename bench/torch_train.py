@@ -30,7 +30,11 @@ each in a process of its own (``ucudnn.bench.torch_worker``, which trains and ti
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
 The environment's ``UCUDNN_*`` variables are not passed on; ``--set UCUDNN_NAME=VALUE`` gives every ucudnn run a
-setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``), and the report says so.
+setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``), and the report says so. The ucudnn runs share one cache
+(``--database``; by default a fresh one for the invocation), in the order above: ``ucudnn+pressure`` reuses whatever
+``ucudnn`` measured of the same kernels without pressure (benchmarks complete for its limit: on the legacy path,
+every kernel), so those plans are made as with room; ``--configs torch+pressure,ucudnn+pressure`` has it plan under
+the pressure itself, as a first run would.
 
 It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
 ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
