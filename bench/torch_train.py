@@ -362,9 +362,13 @@ def _benchmarked(r: Result) -> str | None:
 
 def _searched(r: Result) -> str | None:
     s = r.stats
-    if not (s.get("find_ex_benchmarks") or s.get("call_buffer_benchmarks")):
+    if not (s.get("legacy_benchmarks") or s.get("planned")):  # no legacy kernel planned: the graph path's run
         return None
-    return f"{s.get('find_ex_benchmarks', 0)} Find*Ex, {s.get('call_buffer_benchmarks', 0)} convolution calls"
+    text = (f"{s.get('legacy_benchmarks', 0)} ({s.get('find_ex_benchmarks', 0)} Find*Ex, "
+            f"{s.get('call_buffer_benchmarks', 0)} convolution calls on the caller's own buffers")  # fmt: skip
+    if s.get("scratch_searches"):
+        text += f"; {s['scratch_searches']} made again on scratch, cudnnFind short"
+    return text + ")"
 
 
 def _built(r: Result) -> str | None:
@@ -373,13 +377,13 @@ def _built(r: Result) -> str | None:
 
 
 def _planning_lines(results: Sequence[Result]) -> list[str]:
-    """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches on the caller's own
-    buffers, benchmarks short of memory, scratch borrowed, searches made again on it, plans the shim built."""
+    """What the ucudnn runs' planning measured, and on what: graph benchmarks, legacy searches (on whose buffers),
+    benchmarks short of memory, scratch borrowed, plans the shim built."""
     return [
         *_per_run(
             "graph benchmarks (engines built and timed at a batch size for the planner): ", results, _benchmarked
         ),
-        *_per_run("legacy planning's searches on the caller's own buffers (a batch size each): ", results, _searched),
+        *_per_run("legacy planning's searches (a batch size each; 0: every plan from the cache): ", results, _searched),
         *_per_run(
             "planner benchmarks short of memory (a batch size each: its tensors, or a workspace within the limit, "
             "could not be had): ",
@@ -390,11 +394,6 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
             "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): ",
             results,
             _counter("framework_scratch_allocs"),
-        ),
-        *_per_run(
-            "legacy searches cudnnFind left short, made again on scratch (UCUDNN_SCRATCH_FROM_FRAMEWORK): ",
-            results,
-            _counter("scratch_searches"),
         ),
         *_per_run("graph plans the shim built (benchmarks, micro-batches, probes): ", results, _built),
     ]

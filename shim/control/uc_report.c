@@ -96,6 +96,7 @@ char *uc_stats_text(void)
     FIELD(checks_started);
     FIELD(graph_checks_started);
     FIELD(graph_stored_checks);
+    FIELD(legacy_benchmarks);
     FIELD(find_ex_benchmarks);
     FIELD(call_buffer_benchmarks);
     FIELD(capture_deferred_plans);

@@ -60,6 +60,8 @@ typedef struct {
         checks_started, graph_checks_started,
         /* offered variants' divided plans that a check stored in the cache by an earlier run settled */
         graph_stored_checks,
+        /* the legacy planner's searches at a batch size, all of them (those below included) */
+        legacy_benchmarks,
         /* the legacy planner's searches at a batch size on a Find*Ex caller's own buffers (its rows at its N too) */
         find_ex_benchmarks,
         /* the same on the buffers and workspace of a convolution call being planned (one that overwrites its output) */

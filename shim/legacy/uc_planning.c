@@ -113,6 +113,7 @@ static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf 
 {
     const uc_call *c = subject;
     const uc_found *f = c->found;
+    UC_COUNT(legacy_benchmarks, 1);
     if (f && f->rows)
         UC_COUNT(find_ex_benchmarks, 1);
     else if (f)

@@ -26,7 +26,7 @@ import numpy as np
 
 LIMIT = 4 << 20
 ENGINE = 7  # the host backend's fastest forward algorithm at this size (engine i is algorithm i)
-COUNTERS = ("planned", "graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
+COUNTERS = ("planned", "legacy_benchmarks", "graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
             "framework_scratch_allocs", "scratch_searches")  # fmt: skip
 
 

@@ -50,6 +50,15 @@ def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_
     assert _parts(borrowed) == _parts(roomy) and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
     # The graph path benchmarks on scratch anyway; the legacy path's searches ran again on it.
     assert (borrowed["stats"]["scratch_searches"] > 0) == (api == "legacy"), borrowed
+    searched = [got["stats"]["legacy_benchmarks"] > 0 for got in (roomy, short, borrowed)]
+    assert searched == [api == "legacy"] * 3, (roomy, short, borrowed)
+
+
+def test_a_second_legacy_run_plans_from_the_cache_without_searching(tmp_path: Path) -> None:
+    first = _probe(tmp_path, "legacy", "cache", {})
+    again = _probe(tmp_path, "legacy", "cache", {})
+    assert first["stats"]["legacy_benchmarks"] > 0 and again["stats"]["legacy_benchmarks"] == 0, (first, again)
+    assert _parts(again) == _parts(first) and again["stats"]["planned"] == first["stats"]["planned"] == 1
 
 
 def test_no_scratch_is_borrowed_where_torch_has_no_cuda_state(monkeypatch: Any) -> None:
