@@ -36,12 +36,14 @@ class StandInAllocator:
     def __init__(self) -> None:
         self.live: dict[int, Any] = {}
         self.allocs = self.frees = 0
+        self.sizes: list[int] = []  # of every allocation, in order
 
     def alloc(self, nbytes: int, device: Any = None, stream: Any = None) -> int:
         block = np.zeros(nbytes + 256, dtype=np.uint8)
         address = (block.ctypes.data + 255) // 256 * 256
         self.live[address] = block
         self.allocs += 1
+        self.sizes.append(nbytes)
         return address
 
     def delete(self, address: int) -> None:
@@ -111,7 +113,8 @@ def main() -> int:
             print(json.dumps({
                 "workspace_bytes": workspace, "rel_err": err / max(scale, 1e-30),
                 "stats": {k: stats[k] for k in COUNTERS},
-                "allocator": {"allocs": allocator.allocs, "frees": allocator.frees, "live": len(allocator.live)},
+                "allocator": {"allocs": allocator.allocs, "frees": allocator.frees, "live": len(allocator.live),
+                              "sizes": allocator.sizes},
                 "plan": plan,
             }), flush=True)  # fmt: skip
         finally:

@@ -47,6 +47,8 @@ def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_
     assert borrowed["stats"]["benchmarks_short_of_memory"] == 0, borrowed
     assert borrowed["stats"]["framework_scratch_allocs"] == borrowed["allocator"]["allocs"] > 0, borrowed
     assert borrowed["allocator"]["frees"] == borrowed["allocator"]["allocs"] and borrowed["allocator"]["live"] == 0
+    # No buffer over the limit: a tensor at N = 16 (3.2 MB), or a workspace within the limit.
+    assert max(borrowed["allocator"]["sizes"]) <= 4 << 20, borrowed
     assert _parts(borrowed) == _parts(roomy) and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
     # The graph path benchmarks on scratch anyway; the legacy path's searches ran again on it.
     assert (borrowed["stats"]["scratch_searches"] > 0) == (api == "legacy"), borrowed
