@@ -22,19 +22,20 @@ each in a process of its own (``ucudnn.bench.torch_worker``, which trains and ti
   left unallocated at its own peak, and what the pressure cost PyTorch alone: where that is under 2%, there was no
   slower algorithm for ucudnn to win back. Where PyTorch alone runs out of memory under the ballast (what loads
   outside the allocator is not measured), the headroom is doubled (from 64 MiB where it was 0), at most twice, for
-  both pressure runs of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never
-  run again.
+  every pressure run of the model, and the report says so; a ucudnn run that runs out of memory is a failure, never
+  run again. ``ucudnn+pressure+borrow`` is ``ucudnn+pressure`` with ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1`` (planner
+  benchmarks short of device memory borrow scratch from PyTorch's caching allocator; off by default until measured
+  on a GPU), beside it against the same ``torch+pressure``.
   An interrupt (Ctrl-C, a time box's SIGINT) stops the runs; the report of those that finished is still printed
   (exit status 130);
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
 The environment's ``UCUDNN_*`` variables are not passed on; ``--set UCUDNN_NAME=VALUE`` gives every ucudnn run a
-setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``), and the report says so. The ucudnn runs share one cache
-(``--database``; by default a fresh one for the invocation), in the order above: ``ucudnn+pressure`` reuses whatever
-``ucudnn`` measured of the same kernels without pressure (benchmarks complete for its limit: on the legacy path,
-every kernel), so those plans are made as with room; ``--configs torch+pressure,ucudnn+pressure`` has it plan under
-the pressure itself, as a first run would.
+setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``; a configuration's own settings win), and the report says so.
+Each ucudnn run plans with a cache of its own, as a first run would, whatever ran before it; ``--database F`` shares
+one instead (then a run reuses what earlier ones measured of the same kernels: ``ucudnn+pressure``'s plans would be
+those ``ucudnn`` measured without pressure).
 
 It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
 ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
@@ -75,13 +76,20 @@ _MIB = 1 << 20
 @dataclass(frozen=True)
 class Config:
     """One configuration of a model's training: its name, ``ucudnn run`` options (None: PyTorch alone), whether
-    a ballast tensor applies memory pressure, and the configuration its time is compared with."""
+    a ballast tensor applies memory pressure, the configuration its time is compared with, and ``UCUDNN_*``
+    settings of its own (over ``--set``'s)."""
 
     name: str
     ucudnn: tuple[str, ...] | None
     pressure: bool = False
     baseline: str | None = None
     limit: str | None = None  # the explicit per-kernel limit it runs under (--workspace)
+    settings: tuple[tuple[str, str], ...] = ()
+
+
+# Benchmark scratch borrowed from PyTorch's allocator (off by default until measured on a GPU): side by side under
+# pressure, so that one run shows whether it matters.
+BORROW = (("UCUDNN_SCRATCH_FROM_FRAMEWORK", "1"),)
 
 
 @dataclass
@@ -122,6 +130,7 @@ def configs(workspace: str | None, pressure: bool) -> list[Config]:
         out += [
             Config("torch+pressure", None, pressure=True),
             Config("ucudnn+pressure", (), pressure=True, baseline="torch+pressure"),
+            Config("ucudnn+pressure+borrow", (), pressure=True, baseline="torch+pressure", settings=BORROW),
         ]
     if workspace:
         out += [
@@ -209,10 +218,12 @@ def _run_one(
         child_env.pop("TORCH_CUDNN_V8_API_DISABLED", None)
     cmd = worker
     if cfg.ucudnn is not None:
-        child_env.update(dict(args.set))
+        child_env.update(dict(args.set) | dict(cfg.settings))
+        # A cache of its own unless one was named: each run plans as a first run would, whatever ran before it.
+        database = args.database or workdir / f"{tag}.sqlite"
         cmd = [
             sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--torch-api", args.api, "--database",
-            str(args.database), "--stats-file", str(stats_file), "--", *worker,
+            str(database), "--stats-file", str(stats_file), "--", *worker,
         ]  # fmt: skip
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=child_env, capture_output=True, text=True, timeout=args.timeout)
@@ -266,7 +277,7 @@ def report(
 ) -> str:
     lines = _table(results, cfgs, api, headroom, pressure)
     lines += _pressure_lines(results, headroom) + _limit_lines(results, cfgs) + _planning_lines(results)
-    lines.append(_legend(api))
+    lines.append(_legend(api, cfgs))
     return "\n".join(lines)
 
 
@@ -275,7 +286,7 @@ def _table(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
     lines = [
         f"PyTorch training, {_PATHS[api]}; ms per iteration (median after warm-up); "
         f"pressure: {headroom // _MIB} MiB left beyond the model's own needs {_PRESSURE_WORDS[pressure]}",
-        f"{'model':<10} {'N':>4} {'config':<18} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
+        f"{'model':<10} {'N':>4} {'config':<22} {'ms/iter':>9} {'vs':>16} {'loss first':>11} {'loss last':>11} "
         f"{'|dloss| max':>11} {'plans':>6} {'mbatch':>7} {'rejected':>8}"
         + (f" {'offers':>6}" if api == "graph" else "")
         + f" {'+warm':>5} {'open':>4}",
@@ -284,7 +295,7 @@ def _table(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
     by = {(r.model, r.batch, r.config): r for r in results}
     for r in results:
         if r.error:
-            lines.append(f"{r.model:<10} {r.batch:>4} {r.config:<18} failed: {r.error}")
+            lines.append(f"{r.model:<10} {r.batch:>4} {r.config:<22} failed: {r.error}")
             continue
         base_name = next((c.baseline for c in cfgs if c.name == r.config), None)
         base = by.get((r.model, r.batch, base_name)) if base_name else None
@@ -297,7 +308,7 @@ def _table(results: Sequence[Result], cfgs: Sequence[Config], api: str, headroom
             dloss = f"{max(abs(a - b) for a, b in zip(ref.losses, r.losses, strict=True)):.2e}"
         s = r.stats
         lines.append(
-            f"{r.model:<10} {r.batch:>4} {r.config:<18} {r.ms_per_iter:>9.2f} {vs:>16} {r.losses[0]:>11.5f} "
+            f"{r.model:<10} {r.batch:>4} {r.config:<22} {r.ms_per_iter:>9.2f} {vs:>16} {r.losses[0]:>11.5f} "
             f"{r.losses[-1]:>11.5f} {dloss:>11} {s.get(plans, ''):>6} {s.get(mbatch, ''):>7} {s.get(rejected, ''):>8}"
             + (f" {s.get(offers, ''):>6}" if offers else "")
             + (f" {'+' + str(r.settle_iters):>5} {r.checks_open:>4}" if s else f" {'':>5} {'':>4}")
@@ -399,7 +410,8 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
     ]
 
 
-def _legend(api: str) -> str:
+def _legend(api: str, cfgs: Sequence[Config] = ()) -> str:
+    own = "; ".join(f"{c.name}: {', '.join(f'{k}={v}' for k, v in c.settings)}" for c in cfgs if c.settings)
     return (
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "
         "over all iterations' losses. plans / mbatch / rejected: the shim's counters ("
@@ -408,7 +420,7 @@ def _legend(api: str) -> str:
         + ("; offers: micro-batched variants offered in heuristics results" if api == "graph" else "")
         + ". +warm: warm-up steps (forward and backward, weights unchanged) a ucudnn run added until its checks of new "
         "plans ended, so that both sides are timed in their steady state; open: checks still running when timing "
-        "began."
+        "began." + (f" Settings of a run's own: {own}." if own else "")
     )
 
 
@@ -497,7 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
-    p.add_argument("--database", type=Path, help="ucudnn's cache (default: a fresh one in a temporary folder)")
+    p.add_argument("--database", type=Path,
+                   help="one ucudnn cache for every ucudnn run (default: a fresh one for each run)")  # fmt: skip
     p.add_argument("--set", type=_setting, action="append", default=[], metavar="UCUDNN_NAME=VALUE",
                    help="a setting for every ucudnn run (repeatable; the environment's UCUDNN_* are not passed on), "
                         "e.g. UCUDNN_SCRATCH_FROM_FRAMEWORK=1")  # fmt: skip
@@ -516,8 +529,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     with tempfile.TemporaryDirectory(prefix="ucudnn-torch-") as tmp:
         workdir = Path(tmp)
-        if args.database is None:
-            args.database = workdir / "cache.sqlite"
 
         def one(model: str, batch: int, cfg: Config, headroom: int) -> Result:
             r = _run_one(model, batch, cfg, args, workdir, env, headroom)

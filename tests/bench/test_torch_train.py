@@ -45,6 +45,35 @@ def test_set_passes_a_checked_setting_to_the_ucudnn_runs_only(
     assert "settings of every ucudnn run: UCUDNN_SCRATCH_FROM_FRAMEWORK=1" in capsys.readouterr().out
 
 
+def test_each_ucudnn_run_plans_with_a_cache_of_its_own_and_its_own_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    runs: dict[str, tuple[str | None, str | None]] = {}  # run's file stem: its database, its scratch setting
+
+    def fake_run(cmd: list[str], env: dict[str, str], **_kw: Any) -> Any:
+        out = Path(cmd[cmd.index("--out") + 1])
+        database = cmd[cmd.index("--database") + 1] if "--database" in cmd else None
+        runs[out.stem] = (database, env.get("UCUDNN_SCRATCH_FROM_FRAMEWORK"))
+        out.write_text(json.dumps({"ms_per_iter": 1.0, "losses": [1.0], "ballast_mib": 0, "peak_mib": 1}))
+        return argparse.Namespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(tt.subprocess, "run", fake_run)
+    argv = ["--models", "conv3d:2", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=0"]
+    assert tt.main(argv) == 0
+    ucudnn = {stem: run for stem, run in runs.items() if run[0] is not None}
+    assert sorted(s.split("-")[2] for s in ucudnn) == ["ucudnn", "ucudnn_pressure", "ucudnn_pressure_borrow"]
+    assert len({database for database, _ in ucudnn.values()}) == 3  # a fresh cache each
+    scratch = {stem.split("-")[2]: setting for stem, (_, setting) in ucudnn.items()}
+    assert scratch == {"ucudnn": "0", "ucudnn_pressure": "0", "ucudnn_pressure_borrow": "1"}  # its own setting wins
+    assert (
+        "Settings of a run's own: ucudnn+pressure+borrow: UCUDNN_SCRATCH_FROM_FRAMEWORK=1." in capsys.readouterr().out
+    )
+    runs.clear()
+    shared = tmp_path / "shared.sqlite"
+    assert tt.main([*argv, "--database", str(shared)]) == 0
+    assert {database for database, _ in runs.values() if database} == {str(shared)}
+
+
 def test_headroom_error_names_the_option() -> None:
     assert tt._size("512MiB") == 512 << 20
     with pytest.raises(argparse.ArgumentTypeError, match="--headroom"):
@@ -56,6 +85,10 @@ def test_configs_pair_each_run_with_its_baseline() -> None:
     assert cfgs["torch"].ucudnn is None and cfgs["torch"].baseline is None
     assert cfgs["ucudnn"].ucudnn == () and cfgs["ucudnn"].baseline == "torch"
     assert cfgs["ucudnn+pressure"].pressure and cfgs["ucudnn+pressure"].baseline == "torch+pressure"
+    assert cfgs["ucudnn+pressure"].settings == ()
+    borrow = cfgs["ucudnn+pressure+borrow"]
+    assert borrow.pressure and borrow.ucudnn == () and borrow.baseline == "torch+pressure"
+    assert borrow.settings == (("UCUDNN_SCRATCH_FROM_FRAMEWORK", "1"),)
     assert cfgs["cudnn@64MiB"].ucudnn == ("--policy", "undivided", "--workspace", "64MiB")
     assert cfgs["ucudnn@64MiB"].baseline == "cudnn@64MiB"
     assert [c.name for c in tt.configs(None, pressure=False)] == ["torch", "ucudnn"]
@@ -124,8 +157,9 @@ def test_a_retry_from_no_headroom_starts_from_a_floor() -> None:
                          error="exit 1: CUDA out of memory" if oom else None)  # fmt: skip
 
     results, _ = tt.run_configs([("resnet18", 256)], cfgs, 0, run_one)
-    assert rooms == [0, tt.HEADROOM_RETRY_FLOOR, 2 * tt.HEADROOM_RETRY_FLOOR, 2 * tt.HEADROOM_RETRY_FLOOR]
-    assert [r.error for r in results] == [None, None]
+    floor = tt.HEADROOM_RETRY_FLOOR
+    assert rooms == [0, floor, 2 * floor, 2 * floor, 2 * floor]
+    assert [r.error for r in results] == [None, None, None]
 
 
 def test_conv3d_model_is_named_like_a_torchvision_one() -> None:
@@ -281,10 +315,10 @@ def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_
     assert calls == [
         ("resnet18/torch", 256), ("resnet18/ucudnn", 256), ("resnet18/torch+pressure", 256),
         ("resnet18/torch+pressure", 512), ("resnet18/torch+pressure", 1024), ("resnet18/ucudnn+pressure", 1024),
-        ("conv3d/torch", 256), ("conv3d/ucudnn", 256), ("conv3d/torch+pressure", 256),
-        ("conv3d/ucudnn+pressure", 256),
+        ("resnet18/ucudnn+pressure+borrow", 1024), ("conv3d/torch", 256), ("conv3d/ucudnn", 256),
+        ("conv3d/torch+pressure", 256), ("conv3d/ucudnn+pressure", 256), ("conv3d/ucudnn+pressure+borrow", 256),
     ]  # fmt: skip
-    assert [r.error for r in results] == [None] * 8
+    assert [r.error for r in results] == [None] * 10
     report = tt.report(results, cfgs, "legacy", 256 << 20)
     assert "headroom raised after PyTorch alone ran out of memory under pressure: resnet18 N=256 1,024 MiB" in report
     # Twice at most; a ucudnn run out of memory is reported, never run again.
@@ -292,7 +326,8 @@ def test_pytorch_alone_out_of_memory_under_pressure_raises_the_headroom_of_both_
     calls.clear()
     results, _ = tt.run_configs([("resnet18", 256)], cfgs, 256 << 20, run_one)
     assert [c for c in calls if "pressure" in c[0]] == [("resnet18/torch+pressure", h) for h in (256, 512, 1024)] + [
-        ("resnet18/ucudnn+pressure", 1024)
+        ("resnet18/ucudnn+pressure", 1024),
+        ("resnet18/ucudnn+pressure+borrow", 1024),
     ]
     assert results[2].out_of_memory and results[2].error
 
@@ -329,5 +364,5 @@ def test_an_interrupt_keeps_the_runs_that_finished_and_the_report(
     out = tmp_path / "r.json"
     assert tt.main(["--models", "resnet18:8", "--json", str(out)]) == 130
     printed = capsys.readouterr().out
-    assert "resnet18      8 ucudnn" in printed and "INTERRUPTED after 2 of 4 runs" in printed
+    assert "resnet18      8 ucudnn" in printed and "INTERRUPTED after 2 of 5 runs" in printed
     assert [r["config"] for r in json.loads(out.read_text())] == ["torch", "ucudnn"]
