@@ -33,9 +33,9 @@ each in a process of its own (``ucudnn.bench.torch_worker``, which trains and ti
 
 The environment's ``UCUDNN_*`` variables are not passed on; ``--set UCUDNN_NAME=VALUE`` gives every ucudnn run a
 setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``; a configuration's own settings win), and the report says so.
-Each ucudnn run plans with a cache of its own, as a first run would, whatever ran before it; ``--database F`` shares
-one instead (then a run reuses what earlier ones measured of the same kernels: ``ucudnn+pressure``'s plans would be
-those ``ucudnn`` measured without pressure).
+Each ucudnn run under pressure plans with a cache of its own, as a first run under that pressure would, whatever ran
+before it; the runs without pressure share one, as they measure alike. ``--database F`` shares one among all (then
+``ucudnn+pressure``'s plans would be made from what ``ucudnn`` measured without pressure).
 
 It prints the median milliseconds per training iteration after warm-up (CUDA events around each iteration), the
 ratio to the run it is compared with (PyTorch alone under the same memory conditions; ``cudnn@L`` for
@@ -219,8 +219,9 @@ def _run_one(
     cmd = worker
     if cfg.ucudnn is not None:
         child_env.update(dict(args.set) | dict(cfg.settings))
-        # A cache of its own unless one was named: each run plans as a first run would, whatever ran before it.
-        database = args.database or workdir / f"{tag}.sqlite"
+        # Unless one was named: under pressure a cache of its own, so that it plans as a first run under that pressure
+        # would; the runs without pressure measure alike and share one (cudnn@L's rows at N serve ucudnn@L).
+        database = args.database or workdir / (f"{tag}.sqlite" if cfg.pressure else "cache.sqlite")
         cmd = [
             sys.executable, "-m", "ucudnn.cli", "run", *cfg.ucudnn, "--torch-api", args.api, "--database",
             str(database), "--stats-file", str(stats_file), "--", *worker,
@@ -510,7 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
                    help="torch.backends.cudnn.benchmark=False (default True)")  # fmt: skip
     p.add_argument("--database", type=Path,
-                   help="one ucudnn cache for every ucudnn run (default: a fresh one for each run)")  # fmt: skip
+                   help="one ucudnn cache for every ucudnn run (default: fresh ones, one per run under "
+                        "pressure)")  # fmt: skip
     p.add_argument("--set", type=_setting, action="append", default=[], metavar="UCUDNN_NAME=VALUE",
                    help="a setting for every ucudnn run (repeatable; the environment's UCUDNN_* are not passed on), "
                         "e.g. UCUDNN_SCRATCH_FROM_FRAMEWORK=1")  # fmt: skip

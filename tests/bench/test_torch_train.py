@@ -45,7 +45,7 @@ def test_set_passes_a_checked_setting_to_the_ucudnn_runs_only(
     assert "settings of every ucudnn run: UCUDNN_SCRATCH_FROM_FRAMEWORK=1" in capsys.readouterr().out
 
 
-def test_each_ucudnn_run_plans_with_a_cache_of_its_own_and_its_own_settings(
+def test_each_ucudnn_run_under_pressure_plans_with_a_cache_of_its_own_and_its_own_settings(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     runs: dict[str, tuple[str | None, str | None]] = {}  # run's file stem: its database, its scratch setting
@@ -58,13 +58,16 @@ def test_each_ucudnn_run_plans_with_a_cache_of_its_own_and_its_own_settings(
         return argparse.Namespace(returncode=0, stdout="", stderr="")
 
     monkeypatch.setattr(tt.subprocess, "run", fake_run)
-    argv = ["--models", "conv3d:2", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=0"]
+    argv = ["--models", "conv3d:2", "--workspace", "8MiB", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=0"]
     assert tt.main(argv) == 0
-    ucudnn = {stem: run for stem, run in runs.items() if run[0] is not None}
-    assert sorted(s.split("-")[2] for s in ucudnn) == ["ucudnn", "ucudnn_pressure", "ucudnn_pressure_borrow"]
-    assert len({database for database, _ in ucudnn.values()}) == 3  # a fresh cache each
-    scratch = {stem.split("-")[2]: setting for stem, (_, setting) in ucudnn.items()}
-    assert scratch == {"ucudnn": "0", "ucudnn_pressure": "0", "ucudnn_pressure_borrow": "1"}  # its own setting wins
+    ucudnn = {stem.split("-")[2]: run for stem, run in runs.items() if run[0] is not None}
+    assert sorted(ucudnn) == ["cudnn_at_8MiB", "ucudnn", "ucudnn_at_8MiB", "ucudnn_pressure", "ucudnn_pressure_borrow"]
+    # A fresh cache for each run under pressure; one for those without, which measure alike.
+    assert len({ucudnn[name][0] for name in ("ucudnn", "cudnn_at_8MiB", "ucudnn_at_8MiB")}) == 1
+    assert len({ucudnn[name][0] for name in ("ucudnn", "ucudnn_pressure", "ucudnn_pressure_borrow")}) == 3
+    scratch = {name: setting for name, (_, setting) in ucudnn.items()}
+    assert scratch == {"ucudnn": "0", "cudnn_at_8MiB": "0", "ucudnn_at_8MiB": "0", "ucudnn_pressure": "0",
+                       "ucudnn_pressure_borrow": "1"}  # fmt: skip  # its own setting wins
     assert (
         "Settings of a run's own: ucudnn+pressure+borrow: UCUDNN_SCRATCH_FROM_FRAMEWORK=1." in capsys.readouterr().out
     )
