@@ -52,8 +52,13 @@ def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_
     assert _parts(borrowed) == _parts(roomy) and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
     # The graph path benchmarks on scratch anyway; the legacy path's searches ran again on it.
     assert (borrowed["stats"]["scratch_searches"] > 0) == (api == "legacy"), borrowed
-    searched = [got["stats"]["legacy_benchmarks"] > 0 for got in (roomy, short, borrowed)]
-    assert searched == [api == "legacy"] * 3, (roomy, short, borrowed)
+    searched = [got["stats"]["legacy_benchmarks"] for got in (roomy, short, borrowed)]
+    if api == "legacy":
+        # With room or borrowing each size is searched once (the list's plans at several limits reuse what was
+        # measured); short, a size whose tensors found no memory is searched again at each of them.
+        assert searched[0] > 0 and searched[2] == searched[0] and searched[1] > searched[0], (roomy, short, borrowed)
+    else:
+        assert searched == [0, 0, 0], (roomy, short, borrowed)
 
 
 def test_a_second_legacy_run_plans_from_the_cache_without_searching(tmp_path: Path) -> None:
