@@ -22,12 +22,18 @@ def project_pythonpath(env: Mapping[str, str]) -> str:
     return os.pathsep.join([str(ROOT), *kept])
 
 
-def run_json_probe(module: str, *args: str, env: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+def run_probe(module: str, *args: str, env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m module args`` in a process of its own, from the checkout, with none of this process's UCUDNN_*
-    variables but those in ``env``: it must exit 0, and its JSON lines come back."""
+    variables but those in ``env``: it must exit 0; its output comes back."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_")}
     child |= {"PYTHONPATH": project_pythonpath(os.environ), **env}
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=child, capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def run_json_probe(module: str, *args: str, env: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+    """The same, its JSON lines."""
+    proc = run_probe(module, *args, env=env, timeout=timeout)
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]

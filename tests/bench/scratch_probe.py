@@ -8,7 +8,7 @@ backend, under a 4 MiB limit that makes the preload library split one forward co
 Prints one JSON line: the shim's counters, the stand-in allocator's, the plan the shim made, and the output's
 largest difference from the undivided call on cuDNN itself.
 
-    python -m tests.bench.scratch_probe --api graph|legacy
+    python -m tests.bench.scratch_probe --api graph|legacy [--summary]
 
 Run in a process of its own with UCUDNN_DATABASE set; UCUDNN_HOST_FIND_MEMORY and UCUDNN_SCRATCH_FROM_FRAMEWORK
 as the test wants them.
@@ -67,7 +67,11 @@ def install_torch(allocator: StandInAllocator) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--api", choices=("graph", "legacy"), required=True)
-    api = parser.parse_args().api
+    parser.add_argument(
+        "--summary", action="store_true", help="the exit summary line on (the backend silences it as it closes)"
+    )
+    args = parser.parse_args()
+    api = args.api
     allocator = StandInAllocator()
     install_torch(allocator)
     from ucudnn import bridge
@@ -121,6 +125,8 @@ def main() -> int:
             d.close()
     finally:
         b.close()
+    if args.summary:  # the backend silenced it as it closed
+        bridge.set_option("UCUDNN_LOG_LEVEL", "warning")
     return 0
 
 

@@ -7,13 +7,14 @@ framework holds: the tensors at N = 16 take 6.4 MB, and the fast algorithm's wor
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._env import run_json_probe
+from tests._env import run_json_probe, run_probe
 
 FULL = {"UCUDNN_HOST_FIND_MEMORY": str(3 << 20)}
 
@@ -59,6 +60,22 @@ def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_
         assert searched[0] > 0 and searched[2] == searched[0] and searched[1] > searched[0], (roomy, short, borrowed)
     else:
         assert searched == [0, 0, 0], (roomy, short, borrowed)
+
+
+def test_the_exit_summary_counts_short_benchmarks_and_names_the_setting(tmp_path: Path) -> None:
+    """Where benchmarks went short, the exit summary says so and names the setting that borrows; with it on, nothing
+    is short and the part is gone."""
+    lines = {}
+    for name, extra in (("short", FULL), ("borrowed", FULL | {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1"})):
+        env = {"UCUDNN_HOST_TIMING": "model", "UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), **extra}
+        proc = run_probe("tests.bench.scratch_probe", "--api", "legacy", "--summary", env=env, timeout=300)
+        lines[name] = next(line for line in proc.stderr.splitlines() if " kernel(s), " in line)
+    assert re.search(
+        r"; \d+ planner benchmark\(s\) short of device memory \(their plans may lack faster algorithms; "
+        r"in a PyTorch program UCUDNN_SCRATCH_FROM_FRAMEWORK=1 borrows it from PyTorch's cache\)",
+        lines["short"],
+    ), lines
+    assert "short of device memory" not in lines["borrowed"], lines
 
 
 def test_a_second_legacy_run_plans_from_the_cache_without_searching(tmp_path: Path) -> None:

@@ -146,6 +146,8 @@ def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, 
     # Counted: the searches at N = 16 (no room for its tensors), 8, 4 and 2 (none for the fast algorithm), for the
     # list's plan and the plans the call asks for.
     assert starved.report["stats"]["benchmarks_short_of_memory"] >= 4, starved.report["stats"]
+    # The exit summary says so.
+    assert "planner benchmark(s) short of device memory" in starved.stderr, starved.stderr
     assert fresh.report["stats"]["benchmarks_short_of_memory"] == 0, fresh.report["stats"]
     assert starved.report["model_ms"][-1] > 3 * fresh.report["model_ms"][-1]
     short = rows(db, f"SELECT DISTINCT batch FROM benchmarks WHERE status = {UNALLOCATED} ORDER BY batch")
