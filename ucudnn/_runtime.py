@@ -52,6 +52,7 @@ _lock = threading.Lock()
 _planner: Planner | None = None
 _network: Network | None = None
 _registered = False
+_framework_registered = False  # PyTorch's framework source and allocator, registered with the planner
 _memory_only: str | None = None  # why the planner's cache is not its file, when it cannot open it
 _deferred: BaseException | None = None  # an interrupt that reached a callback, raised in the program later
 
@@ -348,16 +349,21 @@ def _ucudnn_py_free(ptr: Any) -> None:
 
 
 def register() -> bool:
-    """Register the planner with the shim; False (and nothing done) when the shim is not loaded."""
-    global _registered
+    """Register the planner with the shim; False (and nothing done) when the shim is not loaded. PyTorch's framework
+    source and allocator are registered in a Python host (they answer once torch is imported and has CUDA state),
+    not in the interpreter a C/C++ host embeds for the planner (``_ucudnn_planner``, the module of
+    libucudnn_planner.so): such a host has no Python torch, and keeps those it registered itself."""
+    global _registered, _framework_registered
     if not bridge.shim_loaded():
         return False
     status: int = lib.ucudnn_bridge_set_planner(lib.ucudnn_bridge_planner)
     _registered = status == 0
     if _registered:
         lib.ucudnn_bridge_set_recorder(lib.ucudnn_bridge_recorder)
-        lib.ucudnn_bridge_set_framework_source(lib.ucudnn_bridge_framework)
-        lib.ucudnn_bridge_set_framework_allocator(lib.ucudnn_bridge_alloc, lib.ucudnn_bridge_free)
+        _framework_registered = "_ucudnn_planner" not in sys.modules
+        if _framework_registered:
+            lib.ucudnn_bridge_set_framework_source(lib.ucudnn_bridge_framework)
+            lib.ucudnn_bridge_set_framework_allocator(lib.ucudnn_bridge_alloc, lib.ucudnn_bridge_free)
     if not _registered:
         log.warning("the preload library refused the planner (status %d); calls will run undivided", status)
     else:
@@ -382,10 +388,12 @@ def _check_benchmark_devices() -> None:
 
 def unregister() -> None:
     """Withdraw the planner, so the shim never calls into an interpreter that is shutting down."""
-    global _registered
+    global _registered, _framework_registered
     if _registered:
-        lib.ucudnn_bridge_set_framework_source(ffi.NULL)
-        lib.ucudnn_bridge_set_framework_allocator(ffi.NULL, ffi.NULL)
+        if _framework_registered:
+            lib.ucudnn_bridge_set_framework_source(ffi.NULL)
+            lib.ucudnn_bridge_set_framework_allocator(ffi.NULL, ffi.NULL)
+            _framework_registered = False
         lib.ucudnn_bridge_set_recorder(ffi.NULL)
         lib.ucudnn_bridge_set_planner(ffi.NULL)
         _registered = False

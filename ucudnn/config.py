@@ -170,7 +170,8 @@ VARIABLES: tuple[Var, ...] = (
         Kind.BOOL,
         "0",
         "1: where the device has no memory left for a planner benchmark's scratch (the graph path's tensors and "
-        "workspaces at a batch size), borrow it from the framework's caching allocator (PyTorch's), which holds "
+        "workspaces at a batch size), borrow it from the framework's caching allocator (PyTorch's, or one a C/C++ "
+        "host registered with ucudnn_set_framework_allocator), which holds "
         "memory the device no longer shows as free; given back when the benchmark ends. A legacy search that "
         "cudnnFind left short of memory (at a Get*_v7 or Find* query) is made again with Find*Ex on such scratch. "
         "Off until measured on a GPU.",

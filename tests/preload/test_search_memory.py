@@ -164,3 +164,25 @@ def test_a_search_short_of_memory_leaves_no_lasting_mark(run_driver: RunDriver, 
     assert later.report["model_ms"][-1] == pytest.approx(fresh.report["model_ms"][-1], rel=1e-9)
     within = f"SELECT count(*) FROM benchmarks WHERE status = {UNALLOCATED} AND workspace_bytes <= {OFFERED}"
     assert rows(db, within) == [(0,)]
+
+
+def test_a_c_host_s_own_framework_allocator_lends_scratch_to_the_searches(
+    run_driver: RunDriver, tmp_path: Path
+) -> None:
+    # A C/C++ framework with a caching allocator registers it (ucudnn_set_framework_allocator) before its first
+    # convolution; the embedded planner that starts at the first plan must not replace it. Under
+    # UCUDNN_SCRATCH_FROM_FRAMEWORK=1 the Get*_v7 searches cudnnFind leaves short on a full device are made again on
+    # scratch it lends: the plan is the one made with room, and every buffer is given back.
+    get = ["op=fwd", *LAYER, "query=get", "ws=entry", "repeat=4"]
+    roomy = run_driver(*get, env={"UCUDNN_DATABASE": str(tmp_path / "roomy.sqlite")})
+    short = run_driver(*get, "borrow=1", env=FULL | {"UCUDNN_DATABASE": str(tmp_path / "short.sqlite")})
+    scratch = {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1", "UCUDNN_DATABASE": str(tmp_path / "lent.sqlite")}
+    lent = run_driver(*get, "borrow=1", env=FULL | scratch)
+    for run in (roomy, short, lent):
+        assert run.returncode == 0, run.stderr
+    assert short.report["lent"] == 0 and short.report["stats"]["benchmarks_short_of_memory"] > 0
+    assert short.report["last_plan"] != roomy.report["last_plan"]
+    stats = lent.report["stats"]
+    assert stats["scratch_searches"] > 0 and stats["benchmarks_short_of_memory"] == 0, stats
+    assert lent.report["lent"] == lent.report["given_back"] == stats["framework_scratch_allocs"] > 0, lent.report
+    assert lent.report["last_plan"] == roomy.report["last_plan"]

@@ -146,7 +146,8 @@ int ucudnn_set_framework_source(ucudnn_framework_fn source);
  * The framework's allocator, from which the shim may borrow scratch memory for its planning benchmarks where the
  * device has none left for its own allocation (UCUDNN_SCRATCH_FROM_FRAMEWORK=1): PyTorch's caching allocator holds
  * memory the device no longer shows as free. alloc returns `bytes` of device memory on the calling thread's current
- * device, or NULL; release gives back what alloc returned. Both may take the Python GIL.
+ * device, or NULL; release gives back what alloc returned. Both may take the Python GIL. ucudnn's Python runtime
+ * registers PyTorch's in a Python host; a C/C++ host may register its own (the planner it embeds leaves it).
  */
 typedef void *(*ucudnn_framework_alloc_fn)(size_t bytes);
 typedef void (*ucudnn_framework_free_fn)(void *ptr);

@@ -5,7 +5,8 @@
  *
  * Arguments are key=value: those of driver_common.h, dtype=float|double, threads, handles, repeat, alpha, beta,
  * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other),
- * setopt=NAME:VALUE, out=PATH (thread t's output is written to PATH.t). Prints one JSON object on stdout:
+ * setopt=NAME:VALUE, borrow=1 (registers a framework allocator of its own, as a C/C++ framework with a caching
+ * allocator would), out=PATH (thread t's output is written to PATH.t). Prints one JSON object on stdout:
  * statuses, the query's results, the chosen algorithm and workspace, thread 0's modelled time of each execution
  * (model_ms, from the host backend's model clock), and, when the preload library is loaded, its stats and the
  * last plan. Exit status 0 if every cuDNN call succeeded.
@@ -23,6 +24,32 @@
 
 static conv_problem P;
 static const char *planner_kind;
+
+/* borrow=1: the framework allocator the shim may borrow planning scratch from (ucudnn_set_framework_allocator),
+ * 256-byte aligned host memory on the host backend, counted. */
+static int lent, given_back;
+
+static void *own_alloc(size_t bytes)
+{
+    void *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (p)
+        __atomic_add_fetch(&lent, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void own_free(void *p)
+{
+    free(p);
+    __atomic_add_fetch(&given_back, 1, __ATOMIC_RELAXED);
+}
+
+static void register_own_allocator(void)
+{
+    int (*set)(void *(*)(size_t), void (*)(void *)) =
+        (int (*)(void *(*)(size_t), void (*)(void *)))shim_fn("ucudnn_set_framework_allocator");
+    if (set)
+        set(own_alloc, own_free);
+}
 
 /* clear=self|other: the first planner call drops the shim's plans, from its own thread or from another one. */
 static void *clear_plans(void *arg)
@@ -142,6 +169,8 @@ int main(int argc, char **argv)
     int (*set_option)(const char *, const char *) = (int (*)(const char *, const char *))shim_fn("ucudnn_set_option");
     if (planner_kind && set_planner)
         set_planner(c_planner);
+    if (opti("borrow", 0))
+        register_own_allocator();
     const char *setopt = opt("setopt", NULL);
     int setopt_rc = 0;
     if (setopt && set_option) {
@@ -209,7 +238,7 @@ int main(int argc, char **argv)
 
     /* ---- report ---- */
     report_begin(&ch);
-    printf(",\"setopt_rc\":%d,\"model_ms\":[", setopt_rc);
+    printf(",\"setopt_rc\":%d,\"lent\":%d,\"given_back\":%d,\"model_ms\":[", setopt_rc, lent, given_back);
     for (int r = 0; r < wk[0].repeat && r < MAX_REPEAT; r++)
         printf("%s%.9g", r ? "," : "", wk[0].model_ms[r]);
     printf("]");
