@@ -383,6 +383,13 @@ def _searched(r: Result) -> str | None:
     return text + ")"
 
 
+def _borrowed(r: Result) -> str | None:
+    lent, refused = r.stats.get("framework_scratch_allocs", 0), r.stats.get("framework_scratch_refused", 0)
+    if not (lent or refused):
+        return None
+    return f"{lent}" + (f" ({refused} asks refused)" if refused else "")
+
+
 def _built(r: Result) -> str | None:
     s = r.stats
     return f"{s['graph_builds']} in {s.get('graph_build_ns', 0) / 1e9:.1f} s" if s.get("graph_builds") else None
@@ -405,7 +412,7 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
         *_per_run(
             "benchmark scratch borrowed from PyTorch's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK; buffers): ",
             results,
-            _counter("framework_scratch_allocs"),
+            _borrowed,
         ),
         *_per_run("graph plans the shim built (benchmarks, micro-batches, probes): ", results, _built),
     ]

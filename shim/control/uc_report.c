@@ -103,6 +103,7 @@ char *uc_stats_text(void)
     FIELD(capture_deferred_plans);
     FIELD(benchmarks_short_of_memory);
     FIELD(framework_scratch_allocs);
+    FIELD(framework_scratch_refused);
     FIELD(scratch_searches);
     FIELD(graph_over_limit);
     FIELD(limit_lists);

@@ -5,6 +5,10 @@
  * The allocator is registered by ucudnn's Python runtime (ucudnn_set_framework_allocator: PyTorch's
  * torch.cuda.caching_allocator_alloc/delete); every buffer borrowed is remembered with the function that gives it
  * back, and given back when the benchmark frees it.
+ *
+ * A size the framework could not lend is not asked for again, nor any larger one, until another allocator is
+ * registered: the memory that was short stays short for the run (as the planner assumes of searches short of
+ * memory), and PyTorch's allocator empties its cache before it refuses, which repeated asks would repeat.
  */
 #include <pthread.h>
 
@@ -17,6 +21,7 @@
 static pthread_mutex_t borrow_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucudnn_framework_alloc_fn borrow_alloc;
 static ucudnn_framework_free_fn borrow_free;
+static size_t refused_from = SIZE_MAX; /* the smallest size the framework refused: it and larger are not asked for */
 static struct {
     void *p;
     ucudnn_framework_free_fn release; /* the allocator's own, kept should another be registered meanwhile */
@@ -27,6 +32,7 @@ void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framewor
     pthread_mutex_lock(&borrow_lock);
     borrow_alloc = alloc && release ? alloc : NULL;
     borrow_free = alloc && release ? release : NULL;
+    refused_from = SIZE_MAX;
     pthread_mutex_unlock(&borrow_lock);
 }
 
@@ -35,14 +41,21 @@ void *uc_framework_scratch_alloc(size_t bytes)
     pthread_mutex_lock(&borrow_lock);
     ucudnn_framework_alloc_fn alloc = borrow_alloc;
     ucudnn_framework_free_fn release = borrow_free;
+    int refused_before = bytes >= refused_from;
     pthread_mutex_unlock(&borrow_lock);
-    if (!alloc)
+    if (!alloc || refused_before)
         return NULL;
     uc_guard++; /* the framework's own calls must not come back here */
     void *p = alloc(bytes);
     uc_guard--;
-    if (!p)
+    if (!p) {
+        UC_COUNT(framework_scratch_refused, 1);
+        pthread_mutex_lock(&borrow_lock);
+        if (alloc == borrow_alloc && bytes < refused_from)
+            refused_from = bytes;
+        pthread_mutex_unlock(&borrow_lock);
         return NULL;
+    }
     pthread_mutex_lock(&borrow_lock);
     int slot = -1;
     for (int i = 0; i < UC_BORROWED_MAX && slot < 0; i++)

@@ -74,6 +74,8 @@ typedef struct {
         benchmarks_short_of_memory,
         /* scratch buffers of planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK) */
         framework_scratch_allocs,
+        /* asks for such scratch the framework refused (a size refused is not asked for again, nor a larger one) */
+        framework_scratch_refused,
         /* legacy searches cudnnFind left short of memory, made again with Find*Ex on scratch of the shim's (the
          * device's, else borrowed: UCUDNN_SCRATCH_FROM_FRAMEWORK) */
         scratch_searches,

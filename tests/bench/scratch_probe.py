@@ -27,18 +27,23 @@ import numpy as np
 LIMIT = 4 << 20
 ENGINE = 7  # the host backend's fastest forward algorithm at this size (engine i is algorithm i)
 COUNTERS = ("planned", "legacy_benchmarks", "graph_split_plans", "graph_benchmarks", "benchmarks_short_of_memory",
-            "framework_scratch_allocs", "scratch_searches")  # fmt: skip
+            "framework_scratch_allocs", "framework_scratch_refused", "scratch_searches")  # fmt: skip
 
 
 class StandInAllocator:
-    """PyTorch's ``caching_allocator_alloc``/``caching_allocator_delete`` on host memory (256-byte aligned)."""
+    """PyTorch's ``caching_allocator_alloc``/``caching_allocator_delete`` on host memory (256-byte aligned); with
+    ``lend_max``, larger asks are refused as PyTorch's are when it runs out (torch.OutOfMemoryError)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lend_max: int | None = None) -> None:
         self.live: dict[int, Any] = {}
         self.allocs = self.frees = 0
         self.sizes: list[int] = []  # of every allocation, in order
+        self.lend_max, self.refused = lend_max, 0
 
     def alloc(self, nbytes: int, device: Any = None, stream: Any = None) -> int:
+        if self.lend_max is not None and nbytes > self.lend_max:
+            self.refused += 1
+            raise MemoryError(f"stand-in: {nbytes} bytes refused")
         block = np.zeros(nbytes + 256, dtype=np.uint8)
         address = (block.ctypes.data + 255) // 256 * 256
         self.live[address] = block
@@ -70,9 +75,10 @@ def main() -> int:
     parser.add_argument(
         "--summary", action="store_true", help="the exit summary line on (the backend silences it as it closes)"
     )
+    parser.add_argument("--lend-max", type=int, help="the stand-in allocator refuses larger asks")
     args = parser.parse_args()
     api = args.api
-    allocator = StandInAllocator()
+    allocator = StandInAllocator(args.lend_max)
     install_torch(allocator)
     from ucudnn import bridge
     from ucudnn.bench.backends import open_backend
@@ -118,7 +124,7 @@ def main() -> int:
                 "workspace_bytes": workspace, "rel_err": err / max(scale, 1e-30),
                 "stats": {k: stats[k] for k in COUNTERS},
                 "allocator": {"allocs": allocator.allocs, "frees": allocator.frees, "live": len(allocator.live),
-                              "sizes": allocator.sizes},
+                              "sizes": allocator.sizes, "refused": allocator.refused},
                 "plan": plan,
             }), flush=True)  # fmt: skip
         finally:

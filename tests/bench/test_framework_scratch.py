@@ -19,9 +19,9 @@ from tests._env import run_json_probe, run_probe
 FULL = {"UCUDNN_HOST_FIND_MEMORY": str(3 << 20)}
 
 
-def _probe(tmp_path: Path, api: str, name: str, extra: dict[str, str]) -> dict[str, Any]:
+def _probe(tmp_path: Path, api: str, name: str, extra: dict[str, str], *args: str) -> dict[str, Any]:
     env = {"UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), "UCUDNN_HOST_TIMING": "model", **extra}
-    got = run_json_probe("tests.bench.scratch_probe", "--api", api, env=env, timeout=300)[-1]
+    got = run_json_probe("tests.bench.scratch_probe", "--api", api, *args, env=env, timeout=300)[-1]
     assert got["rel_err"] <= 1e-5, got
     return got
 
@@ -60,6 +60,19 @@ def test_benchmarks_borrow_scratch_from_the_framework_and_plan_as_with_room(tmp_
         assert searched[0] > 0 and searched[2] == searched[0] and searched[1] > searched[0], (roomy, short, borrowed)
     else:
         assert searched == [0, 0, 0], (roomy, short, borrowed)
+
+
+@pytest.mark.parametrize("api", ["graph", "legacy"])
+def test_a_size_the_framework_refused_is_not_asked_for_again(tmp_path: Path, api: str) -> None:
+    # The stand-in lends at most 2 MiB, so the tensors at N = 16 (3.2 MB) are refused. PyTorch's allocator empties
+    # its cache before it refuses; that size and larger ones are not asked for again in the process: one refusal,
+    # where the searches at the list's several limits (legacy) and the engines benchmarked at N = 16 (graph) asked
+    # again each time before (9 and 4 refusals).
+    borrow = FULL | {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1"}
+    got = _probe(tmp_path, api, "refused", borrow, "--lend-max", str(2 << 20))
+    assert got["allocator"]["refused"] == got["stats"]["framework_scratch_refused"] == 1, got
+    assert got["allocator"]["allocs"] == got["stats"]["framework_scratch_allocs"] > 0, got  # smaller ones still lent
+    assert got["allocator"]["frees"] == got["allocator"]["allocs"] and got["allocator"]["live"] == 0, got
 
 
 def test_the_exit_summary_counts_short_benchmarks_and_names_the_setting(tmp_path: Path) -> None:

@@ -208,6 +208,8 @@ def test_graph_report_shows_the_graph_counters() -> None:
     )
     assert line_of(legacy_stats, "planner benchmarks short of memory").endswith("ucudnn+pressure 3")
     assert line_of(legacy_stats, "benchmark scratch borrowed").endswith("ucudnn+pressure 12")
+    refused = legacy_stats | {"framework_scratch_refused": 2}
+    assert line_of(refused, "benchmark scratch borrowed").endswith("ucudnn+pressure 12 (2 asks refused)")
     results[1].stats = stats
     assert not any("graph benchmarks" in line for line in lines)  # none were made
     assert not any("plans the shim built" in line for line in lines)
