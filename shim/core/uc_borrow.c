@@ -2,9 +2,9 @@
  * Scratch for planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK): where the
  * device refuses the shim's own allocation (uc_device.c's uc_scratch_alloc), what the framework's caching allocator
  * holds is asked instead -- memory uc_memory.c counts as the framework's, which the device no longer shows as free.
- * The allocator is registered by ucudnn's Python runtime (ucudnn_set_framework_allocator: PyTorch's
- * torch.cuda.caching_allocator_alloc/delete); every buffer borrowed is remembered with the function that gives it
- * back, and given back when the benchmark frees it.
+ * The allocator is registered with ucudnn_set_framework_allocator: by ucudnn's Python runtime in a Python host
+ * (PyTorch's torch.cuda.caching_allocator_alloc/delete), or by a C/C++ host itself. Every buffer borrowed is
+ * remembered with the function that gives it back, and given back when the benchmark frees it.
  *
  * A size the framework could not lend is not asked for again, nor any larger one, until another allocator is
  * registered: the memory that was short stays short for the run (as the planner assumes of searches short of
