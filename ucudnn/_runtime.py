@@ -52,7 +52,6 @@ _lock = threading.Lock()
 _planner: Planner | None = None
 _network: Network | None = None
 _registered = False
-_framework_registered = False  # PyTorch's framework source and allocator, registered with the planner
 _memory_only: str | None = None  # why the planner's cache is not its file, when it cannot open it
 _deferred: BaseException | None = None  # an interrupt that reached a callback, raised in the program later
 
@@ -348,20 +347,25 @@ def _ucudnn_py_free(ptr: Any) -> None:
         _defer(exc)
 
 
+def _python_host() -> bool:
+    """Whether this interpreter is the program's own, not the one libucudnn_planner.so embeds for a C/C++ host (its
+    cffi module ``_ucudnn_planner`` is loaded there)."""
+    return "_ucudnn_planner" not in sys.modules
+
+
 def register() -> bool:
     """Register the planner with the shim; False (and nothing done) when the shim is not loaded. PyTorch's framework
     source and allocator are registered in a Python host (they answer once torch is imported and has CUDA state),
-    not in the interpreter a C/C++ host embeds for the planner (``_ucudnn_planner``, the module of
-    libucudnn_planner.so): such a host has no Python torch, and keeps those it registered itself."""
-    global _registered, _framework_registered
+    not in the interpreter a C/C++ host embeds for the planner: such a host has no Python torch, and keeps those it
+    registered itself."""
+    global _registered
     if not bridge.shim_loaded():
         return False
     status: int = lib.ucudnn_bridge_set_planner(lib.ucudnn_bridge_planner)
     _registered = status == 0
     if _registered:
         lib.ucudnn_bridge_set_recorder(lib.ucudnn_bridge_recorder)
-        _framework_registered = "_ucudnn_planner" not in sys.modules
-        if _framework_registered:
+        if _python_host():
             lib.ucudnn_bridge_set_framework_source(lib.ucudnn_bridge_framework)
             lib.ucudnn_bridge_set_framework_allocator(lib.ucudnn_bridge_alloc, lib.ucudnn_bridge_free)
     if not _registered:
@@ -388,12 +392,11 @@ def _check_benchmark_devices() -> None:
 
 def unregister() -> None:
     """Withdraw the planner, so the shim never calls into an interpreter that is shutting down."""
-    global _registered, _framework_registered
+    global _registered
     if _registered:
-        if _framework_registered:
+        if _python_host():  # what register() added
             lib.ucudnn_bridge_set_framework_source(ffi.NULL)
             lib.ucudnn_bridge_set_framework_allocator(ffi.NULL, ffi.NULL)
-            _framework_registered = False
         lib.ucudnn_bridge_set_recorder(ffi.NULL)
         lib.ucudnn_bridge_set_planner(ffi.NULL)
         _registered = False

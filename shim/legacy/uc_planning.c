@@ -128,9 +128,8 @@ static int bench_call(const void *subject, int batch, size_t limit, ucudnn_perf 
     int st = uc_tensor_clone(&c->k->x, batch, &x);
     if (st == 0)
         st = uc_tensor_clone(&c->k->y, batch, &y);
-    if (st == 0)
+    if (st == 0) {
         st = f ? uc_real_find_ex(c, x, y, limit, rows, cap, n) : uc_real_find(c, x, y, rows, cap, n);
-    if (st == 0 || uc_status_alloc_failed(st)) {
         if (st == 0)
             fill_unallocated(c, x, y, rows, *n);
         if (!f && uc_cfg_scratch_from_framework() && uc_bench_short(st, rows, *n, limit) &&
