@@ -42,73 +42,14 @@ char *uc_stats_text(void)
 {
     const uc_real_table *r = uc_real_if_resolved(); /* at exit: never a lookup of its own */
     uc_sb sb = {0};
-#define FIELD(name) uc_sb_printf(&sb, "\"" #name "\":%llu,", (unsigned long long)atomic_load(&uc_stat.name))
     uc_sb_printf(&sb, "{");
-    FIELD(calls);
-    FIELD(planned);
-    FIELD(micro_batches);
-    FIELD(passthrough);
-    FIELD(kernels);
-    FIELD(queries);
-    FIELD(plan_hits);
-    FIELD(plan_misses);
-    FIELD(planner_calls);
-    FIELD(planner_errors);
-    FIELD(rejected_plans);
-    FIELD(replans);
-    FIELD(fallback_plans);
-    FIELD(cache_plans);
-    FIELD(no_plan);
-    FIELD(exec_recoveries);
-    FIELD(missing_real);
-    FIELD(divisions);
-    FIELD(clears);
-    FIELD(verified);
-    FIELD(rejected_by_measurement);
-    FIELD(verify_executions);
-    FIELD(graph_calls);
-    FIELD(graph_plans);
-    FIELD(graph_conv_plans);
-    FIELD(graph_executes);
-    FIELD(graph_unrecorded);
-    FIELD(graph_split_plans);
-    FIELD(graph_micro_batches);
-    FIELD(graph_verified);
-    FIELD(graph_rejected_by_measurement);
-    FIELD(graph_offers);
-    FIELD(graph_benchmarks);
-    FIELD(graph_benchmarks_reused);
-    FIELD(graph_benchmarks_over_limit);
-    FIELD(graph_builds);
-    FIELD(graph_build_ns);
-    FIELD(divided_calls);
-    FIELD(peak_workspace);
-    uc_sb_printf(&sb, "\"predicted_ms\":%.6f,\"undivided_predicted_ms\":%.6f,",
-                 (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
-                 (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6);
-    FIELD(plan_evictions);
-    FIELD(startup_passthrough);
-    FIELD(dlsym_hooked);
-    FIELD(dlsym_other_cudnn);
-    FIELD(verify_divided_calls);
-    FIELD(caller_bound_calls);
-    FIELD(limit_bound_calls);
-    FIELD(max_offered_workspace);
-    FIELD(checks_started);
-    FIELD(graph_checks_started);
-    FIELD(graph_stored_checks);
-    FIELD(legacy_benchmarks);
-    FIELD(find_ex_benchmarks);
-    FIELD(call_buffer_benchmarks);
-    FIELD(capture_deferred_plans);
-    FIELD(benchmarks_short_of_memory);
-    FIELD(framework_scratch_allocs);
-    FIELD(framework_scratch_refused);
-    FIELD(scratch_searches);
-    FIELD(graph_over_limit);
-    FIELD(limit_lists);
-    FIELD(limit_bound_lists);
-#undef FIELD
+#define UC_STAT(name, doc) \
+    uc_sb_printf(&sb, "\"" #name "\":%llu,", (unsigned long long)atomic_load(&uc_stat.name));
+#define UC_STAT_MS(stem, doc) \
+    uc_sb_printf(&sb, "\"" #stem "_ms\":%.6f,", (double)atomic_load(&uc_stat.stem##_ns) / 1e6);
+#include "uc_stats.def"
+#undef UC_STAT
+#undef UC_STAT_MS
     uc_sb_printf(&sb, "\"plan_cache_entries\":%d,", uc_cache_entries());
     pthread_mutex_lock(&division_lock);
     if (division.kernels < 0)

@@ -34,53 +34,13 @@ void uc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* UCUDNN_LOG_LEVEL as the configuration parsed it (uc_config.c). */
 void uc_log_set_level(int level);
 
+/* The counters, one per entry of uc_stats.def (the one list: the stats JSON and the docs' table come from it too). */
 typedef struct {
-    atomic_ullong calls, planned, micro_batches, passthrough, kernels, queries, plan_hits, plan_misses,
-        planner_calls, planner_errors, rejected_plans, replans, fallback_plans, cache_plans, no_plan,
-        exec_recoveries, missing_real, divisions, clears, verified, rejected_by_measurement, verify_executions,
-        graph_calls, graph_plans, graph_conv_plans, graph_executes, graph_unrecorded, graph_split_plans,
-        graph_micro_batches, graph_verified, graph_rejected_by_measurement, graph_offers, plan_evictions,
-        /* engines the graph benchmark built and timed; answered from what the process measured before; built and
-         * not timed, their workspace over the request's limit; plans the shim built through the real library
-         * (benchmarks, parts of plans, probes) and the wall time it took, ns */
-        graph_benchmarks, graph_benchmarks_reused, graph_benchmarks_over_limit, graph_builds, graph_build_ns,
-        startup_passthrough,
-        /* dlsym lookups of hooked names answered with the hook; found in another copy of cuDNN (passed through) */
-        dlsym_hooked, dlsym_other_cudnn,
-        /* for the exit summary: executions run micro-batched, predicted times in ns of the plans run and of the
-         * undivided choices in the same workspaces, the largest workspace a plan ran in */
-        divided_calls, predicted_ns, undivided_predicted_ns, peak_workspace,
-        /* executions that ran micro-batched as the plan side of a check (counted in divided_calls too); the
-         * executions whose workspace the program's offer bounded or an explicit per-kernel limit did, and the
-         * largest workspace offered; algorithm lists made under an explicit limit, and those it shaped */
-        verify_divided_calls, caller_bound_calls, limit_bound_calls, max_offered_workspace, limit_lists,
-        limit_bound_lists,
-        /* checks of new plans begun (those not counted in `verified` by the end never finished), on the legacy
-         * path and on the graph path (against graph_verified) */
-        checks_started, graph_checks_started,
-        /* offered variants' divided plans that a check stored in the cache by an earlier run settled */
-        graph_stored_checks,
-        /* the legacy planner's searches at a batch size, all of them (those below included) */
-        legacy_benchmarks,
-        /* the legacy planner's searches at a batch size on a Find*Ex caller's own buffers (its rows at its N too) */
-        find_ex_benchmarks,
-        /* the same on the buffers and workspace of a convolution call being planned (one that overwrites its output) */
-        call_buffer_benchmarks,
-        /* legacy plans not made because the call's stream was being captured into a CUDA graph (the call or query
-         * went to cuDNN as it was; a later one plans) */
-        capture_deferred_plans,
-        /* planner benchmarks (a batch size, either path) in which memory the search needed within the request's
-         * limit could not be had: its tensors, or an algorithm's or engine's workspace */
-        benchmarks_short_of_memory,
-        /* scratch buffers of planner benchmarks borrowed from the framework's allocator (UCUDNN_SCRATCH_FROM_FRAMEWORK) */
-        framework_scratch_allocs,
-        /* asks for such scratch the framework refused (a size refused is not asked for again, nor a larger one) */
-        framework_scratch_refused,
-        /* legacy searches cudnnFind left short of memory, made again with Find*Ex on scratch of the shim's (the
-         * device's, else borrowed: UCUDNN_SCRATCH_FROM_FRAMEWORK) */
-        scratch_searches,
-        /* graph plans over an explicit limit for which no plan within it was found: they run as built */
-        graph_over_limit;
+#define UC_STAT(name, doc) atomic_ullong name;
+#define UC_STAT_MS(stem, doc) atomic_ullong stem##_ns;
+#include "uc_stats.def"
+#undef UC_STAT
+#undef UC_STAT_MS
 } uc_stats;
 #define UC_COUNT_MAX(field, v)                                                                                   \
     do {                                                                                                         \

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests._env import project_pythonpath
+from ucudnn import counters
 
 from .conftest import ROOT, base_env
 
@@ -59,6 +60,7 @@ def test_the_example_micro_batches_under_ucudnn_run(tmp_path: Path) -> None:
     assert len(losses(alone.stdout)) == 2, alone.stdout
     assert losses(under.stdout) == pytest.approx(losses(alone.stdout), rel=1e-4), (alone.stdout, under.stdout)
     s = stats(tmp_path / "stats.json")
+    assert set(s) == set(counters.COUNTERS) | set(counters.STATE), s  # uc_stats.def's counters, and the state
     assert s["calls"] > 0 and s["divided_calls"] > 0 and s["micro_batches"] > s["calls"], s
     assert 0 < s["peak_workspace"] <= 2 << 20  # within --memory
     # One summary line at exit, from the counters the stats file has: what ran, counted apart.

@@ -1,6 +1,6 @@
-"""What the README and the docs it points to say, checked: the table of variables is the declaration's own
-rendering (DESIGN: declared once), the two commands, the CLI's plan example, the first run's figures; and the
-README stays a map (at most 250 lines, every docs page it links exists)."""
+"""What the README and the docs it points to say, checked: the tables of variables and of counters are their
+declarations' own renderings (DESIGN: declared once), the two commands, the CLI's plan example, the first run's
+figures; and the README stays a map (at most 250 lines, every docs page it links exists)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests._env import ROOT
+from ucudnn import counters
 from ucudnn.config import markdown_table
 
 README = ROOT / "README.md"
@@ -22,6 +23,13 @@ def test_config_table_matches_declaration() -> None:
     m = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", text, re.S)
     assert m, "docs/configuration.md lacks the config-table markers"
     assert m.group(1) == markdown_table(), "the table is stale: paste `python -m ucudnn.config --markdown`"
+
+
+def test_counter_table_matches_the_list() -> None:
+    text = (DOCS / "exit-summary.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- stats-table:start -->\n(.*?)\n<!-- stats-table:end -->", text, re.S)
+    assert m, "docs/exit-summary.md lacks the stats-table markers"
+    assert m.group(1) == counters.markdown_table(), "the table is stale: paste `python -m ucudnn.counters --markdown`"
 
 
 def test_readme_is_a_map_whose_links_exist() -> None:
