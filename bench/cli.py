@@ -89,7 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"ucudnn-bench {__version__}")
-    src = p.add_argument_group("problems")
+    _problem_options(p.add_argument_group("problems"))
+    _run_options(p.add_argument_group("what to run"))
+    _output_options(p.add_argument_group("output"))
+    return p
+
+
+def _problem_options(src: argparse._ArgumentGroup) -> None:
     src.add_argument(
         "--problems",
         metavar="FILE",
@@ -111,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--batch-multiplier", type=int, metavar="K", help="multiply every problem's batch size by K")
     src.add_argument("--dedupe", action="store_true", help="drop repeated problems (after the batch change)")
     src.add_argument("--limit-problems", type=int, metavar="K", help="keep only the first K problems")
-    what = p.add_argument_group("what to run")
+
+
+def _run_options(what: argparse._ArgumentGroup) -> None:
     what.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)} (default all)")
     what.add_argument(
         "--policy", default="powerOfTwo", help=f"comma-separated batch-size policies: {','.join(POLICIES)}"
@@ -172,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--seed", type=int, default=1234, help="seed of the random inputs")
     what.add_argument("--database", metavar="PATH", help="SQLite cache (sets UCUDNN_DATABASE)")
     what.add_argument("--preload", metavar="PATH", help="preload library to test (default: the installed one)")
-    out = p.add_argument_group("output")
+
+
+def _output_options(out: argparse._ArgumentGroup) -> None:
     out.add_argument("--json", type=Path, metavar="FILE", help="write every row and the summary as JSON")
     out.add_argument("--csv", type=Path, metavar="FILE", help="write every row as CSV")
     out.add_argument("--plot", type=Path, metavar="FILE.png", help="bar chart of speedups (needs matplotlib)")
@@ -183,7 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="progress on stderr (auto: a bar on a terminal, plain lines otherwise)",
     )
     out.add_argument("-v", "--verbose", action="store_true", help="also print every row")
-    return p
 
 
 class UsageError(ValueError):
