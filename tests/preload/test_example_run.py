@@ -76,6 +76,13 @@ def test_the_example_micro_batches_under_ucudnn_run(tmp_path: Path) -> None:
     assert unfinished == s["checks_started"] - s["verified"]
     assert f"{s['predicted_ms']:.4g} ms in all vs {s['undivided_predicted_ms']:.4g} ms" in under.stderr
     assert NOTHING_SEEN not in under.stderr and SUMMARY.search(alone.stderr) is None
+    # `ucudnn stats` reads the file out, each counter that moved with its meaning.
+    shown = subprocess.run([sys.executable, "-m", "ucudnn.cli", "stats", "stats.json"], cwd=tmp_path,
+                           env={**base_env(), "PYTHONPATH": project_pythonpath(base_env())}, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"^divided_calls +{s['divided_calls']}  legacy executions run micro-batched$", shown.stdout, re.M)
+    assert f"process {s['pid']}; real library {s['real_library']}" in shown.stdout
 
 
 def test_a_short_run_says_which_checks_did_not_finish_and_counts_them_apart(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from ucudnn import __version__
 from ucudnn.cli._parser import Parser
 
 # Subcommand modules, in the order `ucudnn --help` lists them.
-COMMANDS: tuple[str, ...] = ("paths", "plan", "db", "run")
+COMMANDS: tuple[str, ...] = ("paths", "plan", "db", "run", "stats")
 
 
 def build_parser() -> argparse.ArgumentParser:
