@@ -44,7 +44,7 @@ def driver_unavailable_reason() -> str | None:
 def cupy_unavailable_reason() -> str | None:
     """None if CuPy can use a GPU, else why not."""
     try:
-        import cupy  # type: ignore[import-not-found]
+        import cupy
 
         cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CuPy missing or no usable device

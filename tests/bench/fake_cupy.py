@@ -34,10 +34,10 @@ class ndarray(np.ndarray):  # CuPy's name
     def get(self, stream: Any = None) -> np.ndarray[Any, Any]:
         return np.array(self, copy=True)
 
-    def max(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def max(self, *args: Any, **kwargs: Any) -> Any:
         return _device(np.asarray(np.ndarray.max(self, *args, **kwargs)))
 
-    def copy(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
         return _device(np.array(self, copy=True))
 
 

@@ -125,7 +125,7 @@ class _Clock:
 def _gated_backend(monkeypatch: pytest.MonkeyPatch, clock: _Clock) -> Backend:
     from ucudnn.bench import backends
 
-    monkeypatch.setattr(backends.time, "perf_counter", clock.perf_counter)
+    monkeypatch.setattr("ucudnn.bench.backends.time.perf_counter", clock.perf_counter)
     b = cuda_backend()
     b._start, b._end = fake_cupy.cuda.Event(), fake_cupy.cuda.Event()  # type: ignore[attr-defined]
     b._host_us = 200.0  # type: ignore[attr-defined]

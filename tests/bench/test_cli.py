@@ -146,7 +146,7 @@ def own_call(row: dict[str, Any]) -> bool:
 
 
 def micro_batched(row: dict[str, Any]) -> bool:
-    return sum(m["count"] for m in row["micro_batches"]) > 1
+    return bool(sum(m["count"] for m in row["micro_batches"]) > 1)
 
 
 def assert_host_times(row: dict[str, Any]) -> None:

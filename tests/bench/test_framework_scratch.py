@@ -104,7 +104,12 @@ def test_no_scratch_is_borrowed_where_torch_has_no_cuda_state(monkeypatch: Any) 
     from ucudnn import _runtime
 
     asked: list[int] = []
-    cuda = types.SimpleNamespace(is_initialized=lambda: False, caching_allocator_alloc=lambda n: asked.append(n) or 1)
+
+    def alloc(nbytes: int) -> int:
+        asked.append(nbytes)
+        return 1
+
+    cuda = types.SimpleNamespace(is_initialized=lambda: False, caching_allocator_alloc=alloc)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     assert _runtime.framework_alloc(1 << 20) == 0 and not asked  # asking would create torch's CUDA state
     monkeypatch.delitem(sys.modules, "torch")

@@ -37,7 +37,7 @@ def test_set_passes_a_checked_setting_to_the_ucudnn_runs_only(
         out.write_text(json.dumps({"ms_per_iter": 1.0, "losses": [1.0], "ballast_mib": 0, "peak_mib": 1}))
         return argparse.Namespace(returncode=0, stdout="", stderr="")
 
-    monkeypatch.setattr(tt.subprocess, "run", fake_run)
+    monkeypatch.setattr("ucudnn.bench.torch_train.subprocess.run", fake_run)
     argv = ["--models", "conv3d:2", "--no-pressure", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=1"]
     assert tt.main(argv) == 0
     assert envs["ucudnn"]["UCUDNN_SCRATCH_FROM_FRAMEWORK"] == "1"
@@ -57,7 +57,7 @@ def test_each_ucudnn_run_under_pressure_plans_with_a_cache_of_its_own_and_its_ow
         out.write_text(json.dumps({"ms_per_iter": 1.0, "losses": [1.0], "ballast_mib": 0, "peak_mib": 1}))
         return argparse.Namespace(returncode=0, stdout="", stderr="")
 
-    monkeypatch.setattr(tt.subprocess, "run", fake_run)
+    monkeypatch.setattr("ucudnn.bench.torch_train.subprocess.run", fake_run)
     argv = ["--models", "conv3d:2", "--workspace", "8MiB", "--set", "UCUDNN_SCRATCH_FROM_FRAMEWORK=0"]
     assert tt.main(argv) == 0
     ucudnn = {stem.split("-")[2]: run for stem, run in runs.items() if run[0] is not None}

@@ -20,6 +20,7 @@ from ucudnn.bench.backends import HostBackend
 from ucudnn.bench.capi import Descriptors
 from ucudnn.bench.problems import Problem
 from ucudnn.cudnn import Op
+from ucudnn.optimizer import AlgoPerf
 
 
 def main(database: str, how: str) -> int:
@@ -27,11 +28,11 @@ def main(database: str, how: str) -> int:
     measure = bridge.benchmark
     sizes: list[int] = []
 
-    def interrupted_benchmark(ctx: Any, batch: int, capacity: int) -> Any:
+    def interrupted_benchmark(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
         sizes.append(batch)
         if len(sizes) == 2:
             os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGUSR1)
-        return measure(ctx, batch, capacity)
+        return measure(bench_ctx, batch, capacity)
 
     def exit_handler(signum: int, frame: object) -> None:
         raise SystemExit(5)

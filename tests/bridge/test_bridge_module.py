@@ -82,7 +82,7 @@ def test_embedded_planner_linkage(embedded_planner: Path) -> None:
 def test_cdef_comes_from_the_headers() -> None:
     sys.path.insert(0, str(ROOT / "shim" / "build"))
     try:
-        import bridge as build_bridge  # the build script, not ucudnn.bridge
+        import bridge as build_bridge  # type: ignore[import-not-found]  # the build script, not ucudnn.bridge
     finally:
         sys.path.pop(0)
     types = build_bridge.header_cdef(ROOT / "shim" / "include" / "ucudnn" / "ucudnn.h", types_only=True)

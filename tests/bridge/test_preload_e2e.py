@@ -86,7 +86,8 @@ def c_host(fw: Framework, prefix: Path, env: dict[str, str]) -> subprocess.Compl
 def load(prefix: Path, name: str) -> np.ndarray:
     npy = Path(f"{prefix}.{name}.npy")
     if npy.exists():
-        return np.load(npy)
+        saved: np.ndarray = np.load(npy)
+        return saved
     return np.fromfile(f"{prefix}.{name}", dtype=np.float32)
 
 

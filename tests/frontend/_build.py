@@ -119,9 +119,9 @@ def build(host_lib: Path) -> Programs:
             tmp = exe.with_suffix(f".{os.getpid()}.tmp")
             objs = [str(out / f"{u}.o") for u in (prog, "client", "cuda_standin")]
             cmd = [cxx, *objs, f"-L{host_lib.parent}", f"-l:{host_lib.name}", "-o", str(tmp)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"linking {prog} against {host_lib} failed:\n{proc.stderr}")
+            linking = subprocess.run(cmd, capture_output=True, text=True)
+            if linking.returncode != 0:
+                raise RuntimeError(f"linking {prog} against {host_lib} failed:\n{linking.stderr}")
             tmp.replace(exe)
         linked[prog] = exe
     return Programs(linked["torch_v0"], linked["graph_v1"], time.monotonic() - start)

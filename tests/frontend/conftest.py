@@ -88,7 +88,7 @@ class Inputs:
         for name in ("x", "w", "y", "z", "b"):
             getattr(self, name).tofile(folder / f"{name}.bin")
 
-    def reference(self, p: Problem) -> npt.NDArray[np.float64]:
+    def reference(self, p: Problem) -> npt.NDArray[np.floating[Any]]:
         """What the op computes, in float64 from the (rounded) inputs."""
         if p.op == "dgrad":
             return T.conv_backward_data(self.w, self.y, p.params, self.x.shape)

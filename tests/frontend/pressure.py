@@ -98,7 +98,7 @@ def runs(report: dict[str, Any], stats: dict[str, Any]) -> str:
     return f"engine {rival[1]} after the check" if rival else f"{plan[2]} x {plan[3]}, engine {plan[4]}"
 
 
-def measure(exe: Path, shape: dict[str, int], capacity: int, calls: int, repeat: int, work: Path) -> list[Row]:
+def measure(exe: Path, shape: dict[str, Any], capacity: int, calls: int, repeat: int, work: Path) -> list[Row]:
     """Alone and under ucudnn, alternately `repeat` times each: the median of the runs' steady-state medians."""
     rows = []
     for op in OPS:

@@ -10,6 +10,9 @@ clock.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 
 from .conftest import Inputs, Problem, Run, RunClient
@@ -20,7 +23,7 @@ pytestmark = pytest.mark.realclient
 # 151 M multiply-adds at N = 8: the fast engines (Winograd, GEMM) need 9 to 15 MiB alone and fit 4 MiB at two
 # samples a part; PyTorch alone then runs the precomputed-index or direct engine, 2x (fprop) to 4x (dgrad) slower in
 # the model. wgrad has a per-sample GEMM engine (1.1 MiB) that fits undivided and beats any split of the others.
-SHAPE = {"n": 8, "c": 32, "k": 64, "hw": 32}
+SHAPE: dict[str, Any] = {"n": 8, "c": 32, "k": 64, "hw": 32}
 CAPACITY = 4 << 20
 ROOMY = 1 << 30
 CALLS = 16  # beyond the variant's check: 1 + UC_OFFER_UNTIMED (2) + 2 x (1 warm-up + 3 samples)
@@ -112,7 +115,8 @@ def test_no_pressure_changes_nothing(run_client: RunClient, op: str, benchmark: 
     assert ucudnn.report["engine"] == alone.report["engine"]
     assert ucudnn.report["tried"] == alone.report["tried"]
     assert ucudnn.report.get("plans_built") == alone.report.get("plans_built")
-    assert (ucudnn.output == alone.output).all()
+    assert ucudnn.output is not None and alone.output is not None
+    assert np.array_equal(ucudnn.output, alone.output)
     assert steady_ms(ucudnn) == steady_ms(alone)
 
 
@@ -132,7 +136,8 @@ def test_deterministic_torch_gets_a_deterministic_variant(run_client: RunClient)
     assert ucudnn.stats["graph_split_plans"] == 1 and ucudnn.stats["graph_verified"] == 0, ucudnn.stats
     roomy = run_client("torch_v0", p, inputs, extra=extra)  # the same engine undivided, with room for it
     assert engine_index(roomy.report["engine"]) == engine_index(ucudnn.report["engine"])
-    assert (roomy.output == ucudnn.output).all()
+    assert roomy.output is not None and ucudnn.output is not None
+    assert np.array_equal(roomy.output, ucudnn.output)
 
 
 @pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)

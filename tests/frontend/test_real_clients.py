@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ V1_OPS = ("fprop", "dgrad", "wgrad")
 # cost of a micro-batch (5 us a call) leaves micro-batching the fastest plan within the limit for fprop, dgrad and
 # the fused graph. wgrad has an engine whose workspace does not grow with N (per-sample GEMMs, 1.1 MiB) that the
 # planner prefers to any split on the host backend: it is taken over undivided.
-LIMITED = {"c": 32, "k": 64, "hw": 32}
+LIMITED: dict[str, Any] = {"c": 32, "k": 64, "hw": 32}
 LIMIT = "4MiB"
 LIMIT_BYTES = 4 << 20
 
@@ -138,6 +139,7 @@ def test_preload_without_a_limit_changes_nothing(run_client: RunClient, program:
     check_output(under, p, inputs)
     if not benchmark:  # benchmark mode times the host for real: its winner may differ between runs
         assert under.report["engine"] == alone.report["engine"]
+        assert under.output is not None and alone.output is not None
         assert np.array_equal(under.output, alone.output, equal_nan=True)
     assert under.stats["graph_plans"] > 0 and under.stats["graph_split_plans"] == 0, under.stats
 
@@ -199,6 +201,7 @@ def test_a_captured_stream_decides_no_plan(run_client: RunClient, op: str) -> No
     assert stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0, stats
     assert stats["graph_benchmarks"] == 0 and stats["graph_builds"] == 0, stats
     assert run.report["engine"] == alone.report["engine"]
+    assert run.output is not None and alone.output is not None
     assert np.array_equal(run.output, alone.output, equal_nan=True)
 
 
@@ -306,11 +309,11 @@ def test_each_engine_is_measured_once_per_shape_and_size_in_a_process(run_client
     measurements as benchmark=False's single plan needs, the rest reused, and nothing measured twice."""
     p = Problem("fprop", **LIMITED)
     inputs = Inputs.make(p)
-    runs = {}
-    for benchmark in (0, 1):
-        env = {"UCUDNN_LOG_LEVEL": "debug", "UCUDNN_DATABASE": str(tmp_path / f"cache{benchmark}.sqlite")}
-        extra = ("--benchmark", str(benchmark), "--calls", "3")
-        runs[benchmark] = run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra, env_extra=env)
+    runs: dict[int, Run] = {}
+    for mode in (0, 1):
+        env = {"UCUDNN_LOG_LEVEL": "debug", "UCUDNN_DATABASE": str(tmp_path / f"cache{mode}.sqlite")}
+        extra = ("--benchmark", str(mode), "--calls", "3")
+        runs[mode] = run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra, env_extra=env)
         check_output(run, p, inputs)
     heuristics, benchmark = runs[0], runs[1]
     # benchmark=True planned more plans of the convolution than benchmark=False's one

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
 from ucudnn import cudnn as C
@@ -48,7 +47,7 @@ def run_with_reference(
     ws: npt.NDArray[Any],
     alpha: float,
     beta: float,
-) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64]]:
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """(what the binding computed, what the reference expects) for ``op``; x, w, y are the forward problem's
     arrays, the op's output among them is the prior output beta blends in (and is overwritten)."""
     if op == C.Op.FWD:

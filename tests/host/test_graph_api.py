@@ -24,6 +24,8 @@ OPS = (FWD, BWD_DATA, BWD_FILTER)
 NONDETERMINISTIC = {(BWD_DATA, 0), (BWD_FILTER, 0)}
 WINOGRAD = {(FWD, 7), (BWD_DATA, 5)}
 ALPHA, BETA = 0.7, 0.3
+# x, w, y of one problem
+Arrays = tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +33,7 @@ def driver(host_lib_path: str) -> G.Driver:
     return G.Driver(Path(host_lib_path))
 
 
-def arrays(
-    problem: T.ConvProblem, dtype: Any, layouts: tuple[T.Layout, T.Layout, T.Layout], seed: int = 0
-) -> tuple[npt.NDArray[Any], ...]:
+def arrays(problem: T.ConvProblem, dtype: Any, layouts: tuple[T.Layout, T.Layout, T.Layout], seed: int = 0) -> Arrays:
     """x, w, y of the forward problem in the given layouts (values in [-1, 1), quarter steps in 16 bits)."""
     rng = np.random.default_rng(seed)
     out = []
@@ -42,7 +42,7 @@ def arrays(
         if np.dtype(dtype).itemsize == 2:
             a = np.round(a * 4) / 4
         out.append(T.to_layout(a, layout, dtype))
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 def reference(
@@ -72,7 +72,7 @@ def clone(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
 def run_checked(
     driver: G.Driver,
     op: int,
-    arrs: tuple[npt.NDArray[Any], ...],
+    arrs: Arrays,
     params: T.ConvParams,
     *,
     alpha: float = ALPHA,
@@ -205,7 +205,7 @@ def test_double_and_half(driver: G.Driver, op: int, dtype: Any, case: str) -> No
 # ---- the fused graph PyTorch builds for cudnn_convolution_add_relu ----
 def fused_inputs(
     problem: T.ConvProblem, dtype: Any, layout: T.Layout
-) -> tuple[tuple[npt.NDArray[Any], ...], npt.NDArray[Any], npt.NDArray[Any]]:
+) -> tuple[Arrays, npt.NDArray[Any], npt.NDArray[Any]]:
     arrs = arrays(problem, dtype, (layout, layout, layout), seed=5)
     rng = np.random.default_rng(6)
     z = T.to_layout(np.round(rng.uniform(-1, 1, problem.y_shape) * 4) / 4, layout, dtype)

@@ -9,6 +9,7 @@ the host backend chose (see hb_graph_api.c, hb_graph_exec.c).
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,7 @@ def plan_for(b: G.Backend, handle: C.Handle, graph: P, engine: int) -> tuple[P, 
     return plan, ws
 
 
-def pack(b: G.Backend, uids: list[int], ptrs: list[int | None], ws: int | None, *, finalize: bool = True) -> P:
+def pack(b: G.Backend, uids: Sequence[int], ptrs: Sequence[int | None], ws: int | None, *, finalize: bool = True) -> P:
     vp = b.create(G.VARIANT_PACK)
     assert b.set(vp, G.A_VP_UIDS, G.T_INT64, len(uids), i64s(*uids)) == 0
     assert b.set(vp, G.A_VP_PTRS, G.T_VOID_PTR, len(ptrs), (P * len(ptrs))(*ptrs)) == 0

@@ -12,6 +12,7 @@ conversion buffers the GEMM algorithms need are proven to be counted in their wo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
     col = 36 * 100 * 4  # float im2col bytes per sample (a multiple of 64: no alignment padding)
     wconv = 8 * 36 * 4  # float copy of one group's filter [K/g x C/g * taps]
     tile = 8 * 100 * 4  # float [K/g x positions] staging tile of one sample
-    expected = {
+    expected: Callable[[int], int] = {
         (FWD, "IMPLICIT_GEMM"): lambda n: 0,
         (FWD, "IMPLICIT_PRECOMP_GEMM"): lambda n: at(n, np.float32),
         (FWD, "WINOGRAD_NONFUSED"): lambda n: at(n, np.float32),

@@ -3,6 +3,8 @@ needs no memory in the batch size. Same plans, tie-breaks included; a huge batch
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +26,7 @@ def test_binary_and_table_give_the_same_plans(
     case: tuple[int, list[AlgoPerf]], limit: int, det: bool, policy: str
 ) -> None:
     batch, perfs = case
-    kw = {"batch": batch, "workspace_limit_bytes": limit, "policy": policy, "deterministic_only": det}
+    kw: dict[str, Any] = {"batch": batch, "workspace_limit_bytes": limit, "policy": policy, "deterministic_only": det}
     binary = (best_plan(perfs, **kw), pareto_front(perfs, **kw))
     with pytest.MonkeyPatch.context() as mp:
         table_only(mp)

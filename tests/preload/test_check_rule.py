@@ -53,6 +53,8 @@ def test_pairs_that_disagree_take_s_more_pairs_before_anything_is_kept(probe: Pa
 
 
 def test_a_side_that_fails_never_wins(probe: Path) -> None:
-    warm = [5.0, 5.0]
-    assert decide(probe, [*warm, *["fail", 10.0] * 3]) == {"executions": 8, "kept": 0, "samples": 3}
-    assert decide(probe, [*warm, *[10.0, "fail"] * 3]) == {"executions": 8, "kept": 1, "samples": 3}
+    warm: list[float | str] = [5.0, 5.0]
+    plan_fails: list[float | str] = ["fail", 10.0]
+    base_fails: list[float | str] = [10.0, "fail"]
+    assert decide(probe, [*warm, *plan_fails * 3]) == {"executions": 8, "kept": 0, "samples": 3}
+    assert decide(probe, [*warm, *base_fails * 3]) == {"executions": 8, "kept": 1, "samples": 3}

@@ -92,7 +92,7 @@ def _undivided_best(run_driver: RunDriver, args: list[str], ws: int) -> float:
     found = run_driver(*args, "query=find", preload=False).report["perf"]
     times = [p["time"] for p in found if p["status"] == 0 and p["memory"] <= ws]
     assert times, "no undivided algorithm fits"
-    return min(times)
+    return float(min(times))
 
 
 @pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])

@@ -215,7 +215,7 @@ def _sqlite(*statements: str) -> Callable[[Path], None]:
     return make
 
 
-FOREIGN = {
+FOREIGN: dict[str, Callable[[Path], Any]] = {
     "text": lambda p: p.write_text("this is not a database\n" * 200),
     "truncated-sqlite": lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\xff" * 200),
     "foreign-sqlite": _sqlite(

@@ -6,7 +6,9 @@ import json
 import math
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,9 +32,16 @@ def perfs(b: int) -> list[AlgoPerf]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Cache:
+def db(tmp_path: Path) -> Iterator[Cache]:
     with Cache(tmp_path / "c.sqlite") as c:
         yield c
+
+
+def algos(db: Cache, batch: int, **filters: Any) -> list[int]:
+    """The algorithms of the benchmark stored at ``batch``, as read with ``filters`` (it must exist)."""
+    rows = db.get_benchmark(KEY, BACKEND, batch, **filters)
+    assert rows is not None
+    return [p.algo for p in rows]
 
 
 def test_benchmark_round_trip_and_file_identity(db: Cache, tmp_path: Path) -> None:
@@ -51,17 +60,21 @@ def test_benchmark_round_trip_and_file_identity(db: Cache, tmp_path: Path) -> No
 
 def test_all_algorithms_stored_and_limit_applied_when_reading(db: Cache) -> None:
     db.put_benchmark(KEY, BACKEND, 8, perfs(8))
-    assert [p.algo for p in db.get_benchmark(KEY, BACKEND, 8, workspace_limit_bytes=0)] == [0]
-    assert [p.algo for p in db.get_benchmark(KEY, BACKEND, 8, workspace_limit_bytes=4096)] == [0, 2]
-    assert [p.algo for p in db.get_benchmark(KEY, BACKEND, 8, workspace_limit_bytes=1 << 40)] == [0, 1, 2]
-    assert [p.algo for p in db.get_benchmark(KEY, BACKEND, 8, deterministic_only=True)] == [0, 1]
+    assert algos(db, 8, workspace_limit_bytes=0) == [0]
+    assert algos(db, 8, workspace_limit_bytes=4096) == [0, 2]
+    assert algos(db, 8, workspace_limit_bytes=1 << 40) == [0, 1, 2]
+    assert algos(db, 8, deterministic_only=True) == [0, 1]
 
 
 def test_failed_algorithms_kept_but_not_returned_as_usable(db: Cache) -> None:
-    rows = [*perfs(4), AlgoPerf(4, 3, math.inf, 0), BenchmarkRow(4, 4, 9, 0.1, 0, True, 0)]
+    rows: list[AlgoPerf | BenchmarkRow] = [
+        *perfs(4),
+        AlgoPerf(4, 3, math.inf, 0),
+        BenchmarkRow(4, 4, 9, 0.1, 0, True, 0),
+    ]
     db.put_benchmark(KEY, BACKEND, 4, rows)
-    assert [p.algo for p in db.get_benchmark(KEY, BACKEND, 4)] == [0, 1, 2]
-    failed = {p.algo: p.time_ms for p in db.get_benchmark(KEY, BACKEND, 4, include_failed=True)}
+    assert algos(db, 4) == [0, 1, 2]
+    failed = {p.algo: p.time_ms for p in db.get_benchmark(KEY, BACKEND, 4, include_failed=True) or []}
     assert failed[3] == math.inf and failed[4] == math.inf
     statuses = {a["algo"]: a["status"] for a in db.export()["benchmarks"][0]["algos"]}
     assert statuses[3] == -1 and statuses[4] == 9

@@ -9,7 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -204,7 +204,7 @@ def test_ucudnn_db_answers_one_line_for_any_failure(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A good cache file this process may not write (as root, permissions do not bind: the check is faked)."""
     path = tmp_path / "ro" / "cache.sqlite"
     path.parent.mkdir()

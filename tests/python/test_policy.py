@@ -30,7 +30,7 @@ def test_presets_say_what_they_are() -> None:
     assert preset("auto").to_env()["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == "auto"
     assert preset("ucudnn") == WorkspacePolicy(workspace_limit_bytes=64 * MiB)  # the μ-cuDNN defaults
     assert preset("ucudnn").to_env()["UCUDNN_DEFAULT_WORKSPACE_LIMIT"] == str(64 * MiB)
-    assert WorkspacePolicy(workspace_limit_bytes="auto").workspace_limit_bytes is None
+    assert WorkspacePolicy(workspace_limit_bytes="auto").workspace_limit_bytes is None  # type: ignore[arg-type]
     assert preset("tight").workspace_limit_bytes == 8 * MiB
     assert preset("exhaustive").batch_size_policy == "all"
     assert preset("memory-saver").time_slack > 0

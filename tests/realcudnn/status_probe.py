@@ -188,11 +188,11 @@ def heuristics() -> tuple[list[int], list[int]]:
             sts.append(st)
             counts.append(n)
     g, _ = conv_graph(G.OP_FWD)
-    for mode in (None, 4, 9, -1):  # unset (it reads back as MODES_COUNT) and out of range: no results
+    for bad_mode in (None, 4, 9, -1):  # unset (it reads back as MODES_COUNT) and out of range: no results
         h = b.create(G.ENGINEHEUR)
         sts.append(b.set_desc(h, G.A_HEUR_GRAPH, g))
-        if mode is not None:
-            sts.append(b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(mode))))
+        if bad_mode is not None:
+            sts.append(b.set(h, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(bad_mode))))
         sts.append(b.finalize(h))
         sts += list(b.get(h, G.A_HEUR_RESULTS, G.T_DESC, 0, None))
         read = ctypes.c_int(-7)
