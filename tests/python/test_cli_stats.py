@@ -36,6 +36,16 @@ def test_the_counters_that_moved_each_with_its_meaning(tmp_path: Path, capsys: p
     assert len(capsys.readouterr().out.splitlines()) == 1 + len(counters.COUNTERS) + 1
 
 
+def test_a_division_and_odd_state_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    division = {"kernels": 3, "budget_bytes": 1024, "workspace_bytes": 512, "time_ms": 2.5}
+    assert main(["stats", str(_file(tmp_path, calls=1, division=division, disabled=True))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["disabled: every call passed through (UCUDNN_DISABLE, or a bad setting)",
+                        "workspace division: 3 kernel(s), 512 of 1024 bytes, 2.5 ms predicted"]  # fmt: skip
+    assert main(["stats", str(_file(tmp_path, calls=1, division=[1, 2], real_library=None))]) == 0  # never a crash
+    assert capsys.readouterr().out.startswith("process 42; real library (not resolved)")
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [(None, "no such file"), ("{not json", "not a ucudnn stats file"), ('{"rows": 3}', "no counter in it"),

@@ -53,8 +53,8 @@ def lines(data: dict[str, Any], everything: bool = False) -> list[str]:
     out = [f"process {data.get('pid', '?')}; real library {real} (version {data.get('real_version', 0)})"]
     if data.get("disabled"):
         out.append("disabled: every call passed through (UCUDNN_DISABLE, or a bad setting)")
-    if data.get("division"):
-        d = data["division"]
+    d = data.get("division")
+    if isinstance(d, dict):
         out.append(f"workspace division: {d.get('kernels')} kernel(s), {d.get('workspace_bytes')} of "
                    f"{d.get('budget_bytes')} bytes, {d.get('time_ms')} ms predicted")  # fmt: skip
     width = max(len(name) for name in counters.COUNTERS)
