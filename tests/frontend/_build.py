@@ -77,26 +77,57 @@ def _digest(parts: list[bytes]) -> str:
     return h.hexdigest()[:16]
 
 
-def build(host_lib: Path) -> Programs:
-    """The two programs, linked against ``host_lib`` (the host backend's libcudnn.so.9)."""
-    import time
-
-    cxx = _compiler()
+def _flags() -> list[str]:
+    """The compiler flags: C++17 at the project's warning level, our include folder, the wheels' as system ones."""
     includes = [HERE / "include", *(_include_dir(d, *where) for d, where in WHEELS.items())]
     flags = [*CXX_FLAGS, "-I", str(includes[0])]
     for inc in dict.fromkeys(includes[1:]):  # the CUDA wheels share one folder
         flags += ["-isystem", str(inc)]
+    return flags
+
+
+def _cache_dir(cxx: str, flags: list[str], sources: tuple[str, ...], kind: str) -> Path:
+    """A folder of the temporary directory named by a hash of everything that changes what is built there."""
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
     key = _digest(
         [
-            *((HERE / s).read_bytes() for s in SOURCES),
+            *((HERE / s).read_bytes() for s in sources),
             "\0".join(flags).encode(),
             version.encode(),
             *(f"{d}=={md.version(d)}".encode() for d in WHEELS),
         ]
     )
-    out = Path(tempfile.gettempdir()) / f"ucudnn-test-libs-{os.getuid()}" / f"frontend-{key}"
+    out = Path(tempfile.gettempdir()) / f"ucudnn-test-libs-{os.getuid()}" / f"{kind}-{key}"
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def cudart_standin() -> Path:
+    """The CUDA runtime stand-in (cuda_standin.cpp, with the client's clock) as a shared library, for clients that
+    load the CUDA runtime themselves: the frontend's Python package dlopens the one CUDNN_FRONTEND_CUDART_LIB_NAME
+    names."""
+    cxx = _compiler()
+    flags = [*_flags(), "-fPIC", "-shared"]
+    lib = _cache_dir(cxx, flags, ("client.h", "client.cpp", "cuda_standin.cpp", "include/nvrtc.h"), "cudart") / (
+        "libcudart_standin.so"
+    )
+    if not lib.exists():
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        cmd = [cxx, *flags, str(HERE / "cuda_standin.cpp"), str(HERE / "client.cpp"), "-o", str(tmp), "-ldl"]
+        made = subprocess.run(cmd, capture_output=True, text=True)
+        if made.returncode != 0:
+            raise RuntimeError(f"building the CUDA runtime stand-in failed:\n{made.stderr}")
+        tmp.replace(lib)
+    return lib
+
+
+def build(host_lib: Path) -> Programs:
+    """The two programs, linked against ``host_lib`` (the host backend's libcudnn.so.9)."""
+    import time
+
+    cxx = _compiler()
+    flags = _flags()
+    out = _cache_dir(cxx, flags, SOURCES, "frontend")
     start = time.monotonic()
     jobs = []
     for unit in ("client", "cuda_standin", *PROGRAMS):
