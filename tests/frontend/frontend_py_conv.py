@@ -5,12 +5,16 @@ wgrad node, ``build`` with heuristics mode A, the workspace the graph asks for, 
 The package reaches cuDNN only through ``dlopen`` + ``dlsym`` on the library it loads (the first libcudnn.so.9 on
 LD_LIBRARY_PATH: here the host backend, buffers in host memory), and the CUDA runtime it loads
 (CUDNN_FRONTEND_CUDART_LIB_NAME: here the test's stand-in). Writes ``inputs.npz``, ``output.npy`` and
-``result.json`` (the workspace size the graph asked for) into the folder named by the second argument.
+``result.json`` (the workspace size the graph asked for, and the execution's time on the host backend's model
+clock) into the folder named by the second argument. A third argument, a byte count, makes it a client that can
+allocate only that much workspace: it plans step by step and drops the plans that need more
+(``deselect_workspace_greater_than``) before building the first that remains.
 Run by tests/frontend/test_python_frontend.py.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from pathlib import Path
@@ -38,7 +42,18 @@ def strides(a: np.ndarray) -> list[int]:
     return [s // a.itemsize for s in a.strides]
 
 
-def main(op: str, folder: Path) -> None:
+def model_clock() -> Any:
+    """The host backend's model clock (ms), which UCUDNN_HOST_TIMING=model advances by the modelled time of what
+    it runs; a clock that stands still where the library loaded is not the host backend."""
+    lib = ctypes.CDLL("libcudnn.so.9")  # the library the package loaded: the same handle
+    clock = getattr(lib, "ucudnn_host_model_clock_ms", None)
+    if clock is None:
+        return lambda: 0.0
+    clock.restype = ctypes.c_double
+    return clock
+
+
+def main(op: str, folder: Path, cap: int | None) -> None:
     data = inputs()
     handle = cudnn.create_handle()
     graph = cudnn.pygraph(handle=handle, io_data_type=FLOAT, compute_data_type=FLOAT)
@@ -60,16 +75,27 @@ def main(op: str, folder: Path) -> None:
         out = np.full((K, C, 3, 3), np.nan, np.float32)
         node = graph.conv_wgrad(image=ins["x"], loss=ins["dy"], **CONV)
     node.set_output(True).set_data_type(FLOAT).set_dim(list(out.shape)).set_stride(strides(out))
-    graph.build([cudnn.heur_mode.A])
+    if cap is None:
+        graph.build([cudnn.heur_mode.A])
+    else:  # a client that can allocate only `cap` bytes of workspace drops the engines that need more
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A])
+        graph.deselect_workspace_greater_than(cap)
+        graph.check_support()
+        graph.build_plans()
     size = int(graph.get_workspace_size())
     workspace = np.zeros(max(size, 1), np.uint8)
     pointers = {t: data[name].ctypes.data for name, t in ins.items()}
     pointers[node] = out.ctypes.data
+    clock = model_clock()
+    start = clock()
     graph.execute(pointers, workspace.ctypes.data, handle=handle)
+    model_ms = clock() - start
     np.savez(folder / "inputs.npz", x=data["x"], w=data["w"], dy=data["dy"])
     np.save(folder / "output.npy", out)
-    (folder / "result.json").write_text(json.dumps({"workspace": size}))
+    (folder / "result.json").write_text(json.dumps({"workspace": size, "model_ms": model_ms}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
