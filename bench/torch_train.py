@@ -418,7 +418,7 @@ def _planning_lines(results: Sequence[Result]) -> list[str]:
     ]
 
 
-def _legend(api: str, cfgs: Sequence[Config] = ()) -> str:
+def _legend(api: str, cfgs: Sequence[Config]) -> str:
     own = "; ".join(f"{c.name}: {', '.join(f'{k}={v}' for k, v in c.settings)}" for c in cfgs if c.settings)
     return (
         "vs: the compared run's time / this run's (>1: faster). |dloss| max: largest difference from PyTorch alone "

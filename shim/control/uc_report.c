@@ -3,7 +3,6 @@
  * among them, and at exit the summary line and the UCUDNN_STATS_FILE.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -123,54 +122,37 @@ static void say_size(char *buf, size_t len, unsigned long long bytes)
         snprintf(buf, len, "%.1f KiB", (double)bytes / 1024.0);
 }
 
-/* The exit summary as it is built: appended to, cut short (never overrun) past its size. */
-typedef struct {
-    char text[2048];
-    size_t used;
-} uc_summary;
-
-static void add(uc_summary *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(uc_summary *s, const char *fmt, ...)
-{
-    if (s->used >= sizeof s->text)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(s->text + s->used, sizeof s->text - s->used, fmt, ap);
-    va_end(ap);
-    s->used = n < 0 ? sizeof s->text : s->used + (size_t)n;
-}
-
 /* What the executions ran, counted apart, the checks still unfinished and the predictions. */
-static void summary_calls(uc_summary *s, unsigned long long kernels, unsigned long long calls)
+static void summary_calls(uc_sb *s, unsigned long long kernels, unsigned long long calls)
 {
     unsigned long long checking = atomic_load(&uc_stat.verify_executions),
                        checking_divided = atomic_load(&uc_stat.verify_divided_calls),
                        divided = atomic_load(&uc_stat.divided_calls) - checking_divided,
                        passed = atomic_load(&uc_stat.passthrough);
     unsigned long long accounted = checking + divided + passed, undivided = calls > accounted ? calls - accounted : 0;
-    add(s, "%llu kernel(s), %llu convolution call(s), %llu cuDNN call(s) in all: %llu micro-batched, %llu undivided, "
-           "%llu passed through", kernels, calls, (unsigned long long)atomic_load(&uc_stat.micro_batches), divided,
-        undivided, passed);
+    uc_sb_printf(s, "%llu kernel(s), %llu convolution call(s), %llu cuDNN call(s) in all: %llu micro-batched, %llu "
+                 "undivided, %llu passed through", kernels, calls,
+                 (unsigned long long)atomic_load(&uc_stat.micro_batches), divided, undivided, passed);
     if (checking)
-        add(s, ", %llu timing new plans against cuDNN alone (%llu of them micro-batched)", checking, checking_divided);
+        uc_sb_printf(s, ", %llu timing new plans against cuDNN alone (%llu of them micro-batched)", checking,
+                     checking_divided);
     unsigned long long started = atomic_load(&uc_stat.checks_started), ended = atomic_load(&uc_stat.verified);
     if (started > ended)
-        add(s, "; %llu new plan(s) still being checked at exit (a check takes %d or more executions of its kernel; the "
-               "next run checks them again)", started - ended, 2 * (uc_cfg_verify_samples() + 1));
+        uc_sb_printf(s, "; %llu new plan(s) still being checked at exit (a check takes %d or more executions of its "
+                     "kernel; the next run checks them again)", started - ended, 2 * (uc_cfg_verify_samples() + 1));
     double pred = (double)atomic_load(&uc_stat.predicted_ns) / 1e6,
            base = (double)atomic_load(&uc_stat.undivided_predicted_ns) / 1e6;
     if (pred > 0)
-        add(s, "; predicted %.4g ms in all vs %.4g ms for cuDNN alone in the same workspaces (%.2fx)", pred, base,
-            base / pred);
+        uc_sb_printf(s, "; predicted %.4g ms in all vs %.4g ms for cuDNN alone in the same workspaces (%.2fx)", pred,
+                     base, base / pred);
 }
 
 /* The peak workspace, and which limit bound it (an option that never bound is seen to change nothing). */
-static void summary_workspace(uc_summary *s, unsigned long long calls)
+static void summary_workspace(uc_sb *s, unsigned long long calls)
 {
     char size[32];
     say_size(size, sizeof size, atomic_load(&uc_stat.peak_workspace));
-    add(s, "; peak workspace %s", size);
+    uc_sb_printf(s, "; peak workspace %s", size);
     if (!calls || uc_cfg_total_workspace())
         return;
     char offered[32], limit[32];
@@ -178,48 +160,50 @@ static void summary_workspace(uc_summary *s, unsigned long long calls)
     unsigned long long bound = atomic_load(&uc_stat.limit_bound_calls), lists = atomic_load(&uc_stat.limit_lists),
                        bound_lists = atomic_load(&uc_stat.limit_bound_lists);
     if (uc_cfg_limit_auto()) {
-        add(s, "; workspace: the program's own (at most %s offered)", offered);
+        uc_sb_printf(s, "; workspace: the program's own (at most %s offered)", offered);
         return;
     }
     say_size(limit, sizeof limit, uc_cfg_default_limit());
-    add(s, "; UCUDNN_DEFAULT_WORKSPACE_LIMIT=%s bound %llu of %llu call(s)", limit, bound, calls);
+    uc_sb_printf(s, "; UCUDNN_DEFAULT_WORKSPACE_LIMIT=%s bound %llu of %llu call(s)", limit, bound, calls);
     if (lists)
-        add(s, " and %llu of %llu algorithm list(s)", bound_lists, lists);
+        uc_sb_printf(s, " and %llu of %llu algorithm list(s)", bound_lists, lists);
     if (!bound && !bound_lists)
-        add(s, ": it changed nothing, the program's own workspace (at most %s offered) bound every call", offered);
+        uc_sb_printf(s, ": it changed nothing, the program's own workspace (at most %s offered) bound every call",
+                     offered);
 }
 
 /* Planner benchmarks that went short of device memory, and (where it is off) the setting that borrows it. */
-static void summary_short(uc_summary *s)
+static void summary_short(uc_sb *s)
 {
     unsigned long long shorts = atomic_load(&uc_stat.benchmarks_short_of_memory);
     if (!shorts)
         return;
-    add(s, "; %llu planner benchmark(s) short of device memory (their plans may lack faster algorithms", shorts);
+    uc_sb_printf(s, "; %llu planner benchmark(s) short of device memory (their plans may lack faster algorithms",
+                 shorts);
     if (!uc_cfg_scratch_from_framework())
-        add(s, "; in a PyTorch program UCUDNN_SCRATCH_FROM_FRAMEWORK=1 borrows it from PyTorch's cache");
-    add(s, ")");
+        uc_sb_printf(s, "; in a PyTorch program UCUDNN_SCRATCH_FROM_FRAMEWORK=1 borrows it from PyTorch's cache");
+    uc_sb_printf(s, ")");
 }
 
 /* The graph path's plans, their checks, and those over an explicit limit. */
-static void summary_graph(uc_summary *s, unsigned long long gplans)
+static void summary_graph(uc_sb *s, unsigned long long gplans)
 {
-    add(s, "; graph API: %llu convolution plan(s), %llu micro-batched, %llu execute(s)", gplans,
-        (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
-        (unsigned long long)atomic_load(&uc_stat.graph_executes));
+    uc_sb_printf(s, "; graph API: %llu convolution plan(s), %llu micro-batched, %llu execute(s)", gplans,
+                 (unsigned long long)atomic_load(&uc_stat.graph_split_plans),
+                 (unsigned long long)atomic_load(&uc_stat.graph_executes));
     unsigned long long gstarted = atomic_load(&uc_stat.graph_checks_started),
                        gended = atomic_load(&uc_stat.graph_verified),
                        greplaced = atomic_load(&uc_stat.graph_rejected_by_measurement);
     if (gstarted)
-        add(s, ", %llu checked (%llu replaced by the undivided engine)", gended, greplaced);
+        uc_sb_printf(s, ", %llu checked (%llu replaced by the undivided engine)", gended, greplaced);
     if (gstarted > gended)
-        add(s, ", %llu still being checked at exit", gstarted - gended);
+        uc_sb_printf(s, ", %llu still being checked at exit", gstarted - gended);
     unsigned long long gstored = atomic_load(&uc_stat.graph_stored_checks);
     if (gstored)
-        add(s, ", %llu settled by checks stored in the cache", gstored);
+        uc_sb_printf(s, ", %llu settled by checks stored in the cache", gstored);
     unsigned long long gover = atomic_load(&uc_stat.graph_over_limit);
     if (gover)
-        add(s, ", %llu over the limit run as built (no engine cuDNN lists fits it, even divided)", gover);
+        uc_sb_printf(s, ", %llu over the limit run as built (no engine cuDNN lists fits it, even divided)", gover);
 }
 
 /*
@@ -234,13 +218,16 @@ static void say_summary(void)
                        gplans = atomic_load(&uc_stat.graph_conv_plans);
     if (!kernels && !gplans)
         return;
-    uc_summary s = {0};
+    uc_sb s = {0};
     summary_calls(&s, kernels, calls);
     summary_workspace(&s, calls);
     summary_short(&s);
     if (gplans)
         summary_graph(&s, gplans);
-    uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", s.text);
+    char *line = uc_sb_take(&s); /* NULL only where memory ran out: then no line */
+    if (line)
+        uc_say("%s (UCUDNN_LOG_LEVEL=error silences this line)", line);
+    free(line);
 }
 
 static unsigned long long calls_seen(void)
