@@ -49,8 +49,8 @@ def test_a_division_and_odd_state_fields(tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     ("content", "says"),
     [(None, "no such file"), ("{not json", "not a ucudnn stats file"), ('{"rows": 3}', "no counter in it"),
-     ("[1, 2]", "no counter in it")],
-    ids=["missing", "not-json", "other-json", "a-list"],
+     ("[1, 2]", "no counter in it"), ("[" * 100_000, "nested too deeply")],
+    ids=["missing", "not-json", "other-json", "a-list", "too-deep"],
 )  # fmt: skip
 def test_a_file_that_is_not_a_stats_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, says: str

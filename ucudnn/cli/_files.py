@@ -4,8 +4,10 @@ anything runs (it is never touched)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 class MissingFile(Exception):
@@ -14,6 +16,27 @@ class MissingFile(Exception):
 
 class NotACache(Exception):
     """A command was given, as its cache, a file that is not a ucudnn cache (the message names it and says why)."""
+
+
+class BadJson(Exception):
+    """A file a command was given to read could not be read as JSON (the message names it and says why)."""
+
+
+def read_json(file: str, what: str) -> Any:
+    """The JSON document in ``file`` (``-``: standard input), only read; BadJson where it cannot be read, is not
+    UTF-8 text or not JSON, or is nested too deeply to be ``what``."""
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadJson(f"cannot read {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BadJson(f"{file} is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadJson(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadJson(f"{file} is nested too deeply to be {what}") from None
 
 
 def blank(value: str | None) -> bool:

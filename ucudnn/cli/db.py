@@ -18,7 +18,16 @@ from typing import Any
 
 from ucudnn import config, perf_table
 from ucudnn.cache import Cache, CacheError
-from ucudnn.cli._files import MissingFile, NotACache, blank, ensure_parent, existing_cache, refuse_foreign
+from ucudnn.cli._files import (
+    BadJson,
+    MissingFile,
+    NotACache,
+    blank,
+    ensure_parent,
+    existing_cache,
+    read_json,
+    refuse_foreign,
+)
 from ucudnn.plan_text import format_plan, op_of_key, short_kernel_name
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -134,17 +143,9 @@ def _confirm(question: str) -> bool:
 
 def _read_json(file: str) -> Any:
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _BadInput(f"cannot read {file}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise _BadInput(f"{file} is not UTF-8 text") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _BadInput(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise _BadInput(f"{file} is nested too deeply to be a ucudnn export") from None
+        return read_json(file, "a ucudnn export")
+    except BadJson as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def _write_json(data: Any, file: str) -> None:

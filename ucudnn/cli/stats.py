@@ -9,12 +9,12 @@ read.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ucudnn import counters
+from ucudnn.cli._files import BadJson, read_json
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -32,11 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ValueError(f"{path}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(str(path), "a ucudnn stats file")
+    except BadJson as exc:
         raise ValueError(f"{path}: not a ucudnn stats file ({exc})") from None
     if not isinstance(data, dict) or not any(name in data for name in counters.COUNTERS):
         raise ValueError(f"{path}: not a ucudnn stats file (no counter in it)")
