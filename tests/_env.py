@@ -1,5 +1,5 @@
 """The checkout's root, for every test that needs it, the environment of a child Python that must import this
-checkout, and such a child run as a probe that prints JSON lines."""
+checkout, such a child run as a probe that prints JSON lines, and what a test does when a real client is absent."""
 
 from __future__ import annotations
 
@@ -9,9 +9,23 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# `.ci/run` sets UCUDNN_TEST_REAL_CLIENTS=required: there, a real client that is missing (NVIDIA's libcudnn.so.9 and
+# headers, cudnn_frontend, PyTorch) is an installation that went wrong, not a reason to skip.
+REAL_CLIENTS_VAR = "UCUDNN_TEST_REAL_CLIENTS"
+
+
+def real_client_missing(reason: str) -> NoReturn:
+    """Skip a test whose real client is not installed, saying what to install; fail instead where
+    UCUDNN_TEST_REAL_CLIENTS=required, so that CI never counts an absent client as a skip."""
+    if os.environ.get(REAL_CLIENTS_VAR) == "required":
+        pytest.fail(f"{reason} ({REAL_CLIENTS_VAR}=required)", pytrace=False)
+    pytest.skip(reason)
 
 
 def project_pythonpath(env: Mapping[str, str]) -> str:

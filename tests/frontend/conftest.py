@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from tests._env import real_client_missing
 from ucudnn import _paths
 from ucudnn import testing as T
 
@@ -28,7 +29,7 @@ def programs() -> _build.Programs:
     try:
         return _build.build(_paths.HOST_CUDNN)
     except _build.Unavailable as exc:
-        pytest.skip(f"real-client programs: {exc}")
+        real_client_missing(f"real-client programs: {exc}")
 
 
 @dataclass(frozen=True)

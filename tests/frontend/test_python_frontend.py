@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests._env import project_pythonpath
+from tests._env import project_pythonpath, real_client_missing
 from ucudnn import _paths
 from ucudnn import testing as T
 
@@ -49,13 +49,15 @@ def cudart() -> Path:
     # Located, not imported: importing it would load a libcudnn.so.9 into this process.
     spec = importlib.util.find_spec("cudnn")
     if spec is None or spec.origin is None or not (Path(spec.origin).parent / "_pygraph.py").exists():
-        pytest.skip("cudnn_frontend's Python package is not installed: pip install --no-deps nvidia-cudnn-frontend")
+        real_client_missing(
+            "cudnn_frontend's Python package is not installed: pip install --no-deps nvidia-cudnn-frontend"
+        )
     if not _paths.HOST_CUDNN.exists():
         pytest.fail(f"the host backend is not built ({_paths.HOST_CUDNN}): run `pip install -e .`", pytrace=False)
     try:
         return _build.cudart_standin()
     except _build.Unavailable as exc:
-        pytest.skip(f"the CUDA runtime stand-in: {exc}")
+        real_client_missing(f"the CUDA runtime stand-in: {exc}")
 
 
 Ran = tuple[np.ndarray, dict[str, Any], dict[str, Any], Path]

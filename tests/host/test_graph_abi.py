@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._env import real_client_missing
 from tests.conftest import REAL_CUDNN_INSTALL
 
 INCLUDE = Path(__file__).resolve().parents[2] / "shim" / "include" / "ucudnn"
@@ -30,7 +31,7 @@ def wheel_include() -> Path:
         if (c / "cudnn_graph.h").exists():
             return c
     where = [str(c) for c in candidates] or "no nvidia package"
-    pytest.skip(
+    real_client_missing(
         f"the nvidia-cudnn wheel's headers are not installed (looked for cudnn_graph.h in {where}): "
         f"{REAL_CUDNN_INSTALL}"
     )

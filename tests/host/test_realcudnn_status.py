@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests._env import real_client_missing
 from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import cudnn as C
 
@@ -40,7 +41,9 @@ def _real_lib_path() -> Path | None:
 def real() -> C.Cudnn:
     path = _real_lib_path()
     if path is None:
-        pytest.skip(f"the real libcudnn.so.9 is not available: {REAL_CUDNN_INSTALL}, or set UCUDNN_REAL_LIBCUDNN")
+        real_client_missing(
+            f"the real libcudnn.so.9 is not available: {REAL_CUDNN_INSTALL}, or set UCUDNN_REAL_LIBCUDNN"
+        )
     return C.Cudnn(ctypes.CDLL(str(path)))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests._env import real_client_missing
 from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import _paths
 
@@ -32,7 +33,9 @@ def _real_libcudnn() -> Path:
         searched.append(str(candidate))
         if candidate.exists():
             return candidate
-    pytest.skip(f"the real libcudnn.so.9 was not found ({REAL_CUDNN_INSTALL}); searched: " + ", ".join(searched))
+    real_client_missing(
+        f"the real libcudnn.so.9 was not found ({REAL_CUDNN_INSTALL}); searched: " + ", ".join(searched)
+    )
 
 
 def _probe(specs: list[dict[str, Any]]) -> dict[str, Any]:

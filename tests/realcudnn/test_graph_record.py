@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._env import ROOT, real_client_missing
 from tests.conftest import REAL_CUDNN_INSTALL
 from ucudnn import _paths
 
@@ -19,7 +20,6 @@ from .test_descriptors import _real_libcudnn
 
 pytestmark = pytest.mark.realcudnn
 
-PROBE = Path(__file__).with_name("graph_probe.py")
 UC_GRAPH_H = Path(__file__).resolve().parents[2] / "shim" / "graph" / "uc_graph.h"
 
 # The shim's names for cuDNN's enum values (shim/graph/uc_graph.h), by prefix.
@@ -48,7 +48,7 @@ RENAMED = {
 def _wheel_header() -> Path:
     header = _real_libcudnn().parents[1] / "include" / "cudnn_graph.h"
     if not header.exists():
-        pytest.skip(f"the wheel's cudnn_graph.h is not at {header} (reinstall: {REAL_CUDNN_INSTALL})")
+        real_client_missing(f"the wheel's cudnn_graph.h is not at {header} (reinstall: {REAL_CUDNN_INSTALL})")
     return header
 
 
@@ -69,11 +69,12 @@ def test_hooks_return_the_real_statuses_and_record_what_was_built() -> None:
     if not _paths.PRELOAD.exists():
         pytest.fail(f"libucudnn.so not built at {_paths.PRELOAD}")
     proc = subprocess.run(
-        [sys.executable, str(PROBE), str(_real_libcudnn()), str(_paths.PRELOAD)],
+        [sys.executable, "-m", "tests.realcudnn.graph_probe", str(_real_libcudnn()), str(_paths.PRELOAD)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)

@@ -1,0 +1,131 @@
+"""Real PyTorch, a CUDA build, on a machine without a GPU: how its binary binds the cuDNN functions, and what runs
+when it is started with `ucudnn run`.
+
+PyTorch's libtorch_cuda.so links libcudnn.so.9 and references its functions with the symbol version
+`libcudnn.so.9`. The preload library's exports are unversioned (tests/preload/test_exports.py), and the dynamic
+linker must bind each hooked name PyTorch references to them, and every other cuDNN name to NVIDIA's library,
+which torch loads privately from the nvidia-cudnn wheel. The dynamic linker says so itself: LD_DEBUG=bindings with
+LD_BIND_NOW=1 lists every binding at load time. Without a GPU, PyTorch makes no cuDNN call of its own, so the
+probe makes the graph-API descriptor calls through the functions PyTorch is bound to and through dlsym on torch's
+library handle: statuses as alone, and the shim resolves the library torch loaded, no second copy.
+
+The interpreter comes from UCUDNN_TEST_TORCH_PYTHON (`.ci/run` makes one: torch==2.14.1 in build/torch-client)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._env import ROOT, real_client_missing
+from tests.preload.conftest import preload_build
+
+pytestmark = pytest.mark.realclient
+
+TORCH_VAR = "UCUDNN_TEST_TORCH_PYTHON"
+TORCH_INSTALL = "python -m venv build/torch-client && build/torch-client/bin/pip install torch==2.14.1"
+PROBE = "tests.torchclient.torch_probe"
+BINDING = re.compile(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `(cudnn\w+)'(?: \[([^\]]+)\])?")
+
+
+@pytest.fixture(scope="module")
+def torch_python() -> str:
+    exe = os.environ.get(TORCH_VAR)
+    if not exe:
+        real_client_missing(f"a CUDA build of PyTorch: set {TORCH_VAR} to the python of an environment with one "
+                            f"({TORCH_INSTALL})")  # fmt: skip
+    proc = subprocess.run([exe, "-c", "import torch; print(torch.version.cuda)"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    if proc.returncode != 0 or proc.stdout.strip() in ("", "None"):
+        real_client_missing(f"{TORCH_VAR}={exe} has no CUDA build of torch ({TORCH_INSTALL}): {proc.stderr[-300:]}")
+    return exe
+
+
+Bindings = dict[tuple[str, str], tuple[str, str]]
+
+
+def _run(torch_python: str, folder: Path, *, under: bool) -> tuple[dict[str, Any], Bindings]:
+    """The probe, alone or under `ucudnn run`, with every binding logged: its JSON line, and the cuDNN bindings of
+    torch's libraries ((library, name) -> (the library bound to, the version asked for))."""
+    folder.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "LD_BIND_NOW": "1",
+        "LD_DEBUG": "bindings",
+        "LD_DEBUG_OUTPUT": str(folder / "ld"),
+    }
+    cmd = [torch_python, "-m", PROBE]
+    if under:
+        cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--stats-file", str(folder / "stats.json"), "--", *cmd]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, proc.stdout
+    bindings: Bindings = {}
+    for log in folder.glob("ld.*"):
+        with log.open(errors="replace") as f:
+            for line in f:
+                m = BINDING.search(line)
+                if m and Path(m[1]).parent.parent.name == "torch":  # torch/lib/*.so
+                    bindings[Path(m[1]).name, m[3]] = (m[2], m[4] or "")
+    return json.loads(lines[0]), bindings
+
+
+@pytest.fixture(scope="module")
+def runs(torch_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("torch-client")
+    alone, alone_bindings = _run(torch_python, folder / "alone", under=False)
+    under, under_bindings = _run(torch_python, folder / "under", under=True)
+    stats = json.loads((folder / "under" / "stats.json").read_text())
+    return {"alone": (alone, alone_bindings), "under": (under, under_bindings), "stats": stats}
+
+
+def test_pytorch_binds_each_hooked_cudnn_function_it_references_to_the_preload_library(runs: dict[str, Any]) -> None:
+    alone, alone_bindings = runs["alone"]
+    _, under_bindings = runs["under"]
+    (torch_cudnn,) = alone["libcudnn"]  # NVIDIA's library, from the nvidia-cudnn wheel beside torch
+    hooks = set(preload_build().hook_names())
+    assert set(alone_bindings) == set(under_bindings)
+    referenced = {name for _, name in alone_bindings}
+    # PyTorch's legacy and graph-API convolution paths: without them bound here, the test would show nothing.
+    needed = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",
+              "cudnnGetConvolutionForwardAlgorithm_v7", "cudnnBackendExecute", "cudnnBackendFinalize"}  # fmt: skip
+    assert needed <= referenced & hooks
+    assert len(referenced - hooks) > 20  # descriptors, normalization, RNNs: left to cuDNN
+    for (_, name), (target, version) in alone_bindings.items():
+        assert (target, version) == (torch_cudnn, "libcudnn.so.9"), name
+    for (_, name), (target, version) in under_bindings.items():
+        assert version == "libcudnn.so.9", name
+        if name in hooks:
+            assert Path(target).name == "libucudnn.so", f"{name} is bound to {target}"
+        else:
+            assert target == torch_cudnn, f"{name} is bound to {target}"
+
+
+def test_pytorch_runs_as_alone_and_the_hooks_reach_the_cudnn_it_loaded(runs: dict[str, Any]) -> None:
+    alone, _ = runs["alone"]
+    under, _ = runs["under"]
+    stats = runs["stats"]
+    assert alone["torch_cuda"] and not alone["cuda_available"] and not alone["preloaded"] and under["preloaded"]
+    for key in ("torch", "cudnn_version", "train_digest", "libcudnn", "libcudnn_after"):
+        assert under[key] == alone[key], key
+    # One NVIDIA library in the process, before and after: the shim found torch's, and loaded no other.
+    assert len(alone["libcudnn"]) == 1 and under["libcudnn_after"] == alone["libcudnn"]
+    assert stats["real_library"] == alone["libcudnn"][0]
+    assert stats["real_version"] == alone["cudnn_version"]
+    # Alone, the global scope has no cuDNN (torch loads it privately): the probe called torch's library directly.
+    direct = alone["direct"]
+    assert direct["statuses"][0] == 0 and direct["statuses"][-1] != 0  # created; a wrong attribute type refused
+    for path in ("scope", "handle"):  # the functions PyTorch is bound to; dlsym on torch's handle
+        assert under[path] == direct, path
+    calls_each = len(direct["statuses"]) + direct["created"]  # destroys included
+    assert stats["graph_calls"] == 2 * calls_each
+    assert stats["graph_unrecorded"] == 0 and stats["calls"] == 0 and stats["queries"] == 0
+    assert stats["dlsym_hooked"] >= 4  # create, set, finalize, destroy, looked up on torch's handle
