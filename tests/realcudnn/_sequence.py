@@ -1,7 +1,7 @@
 """A convolution's backend (graph-API) descriptors built the way cudnn_frontend builds them, through any library
 that has the cudnnBackend* functions: the real libcudnn.so.9, the preload library's hooks, or the library a host
 process loaded. Every status is kept. No GPU is needed: creating, setting and (for most) finalizing descriptors
-work without one. Pure ctypes, so that it runs in any interpreter (tests/torchclient runs it beside PyTorch)."""
+work without one. Pure ctypes, so that it runs in any interpreter (tests/frameworks runs it beside PyTorch)."""
 
 from __future__ import annotations
 

@@ -13,78 +13,31 @@ The interpreter comes from UCUDNN_TEST_TORCH_PYTHON (`.ci/run` makes one: torch=
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._env import ROOT, real_client_missing
 from tests.preload.conftest import preload_build
+
+from ._linker import framework_python, run_probe
 
 pytestmark = pytest.mark.realclient
 
-TORCH_VAR = "UCUDNN_TEST_TORCH_PYTHON"
 TORCH_INSTALL = "python -m venv build/torch-client && build/torch-client/bin/pip install torch==2.14.1"
-PROBE = "tests.torchclient.torch_probe"
-BINDING = re.compile(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `(cudnn\w+)'(?: \[([^\]]+)\])?")
 
 
 @pytest.fixture(scope="module")
-def torch_python() -> str:
-    exe = os.environ.get(TORCH_VAR)
-    if not exe:
-        real_client_missing(f"a CUDA build of PyTorch: set {TORCH_VAR} to the python of an environment with one "
-                            f"({TORCH_INSTALL})")  # fmt: skip
-    proc = subprocess.run([exe, "-c", "import torch; print(torch.version.cuda)"], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
-    if proc.returncode != 0 or proc.stdout.strip() in ("", "None"):
-        real_client_missing(f"{TORCH_VAR}={exe} has no CUDA build of torch ({TORCH_INSTALL}): {proc.stderr[-300:]}")
-    return exe
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    python = framework_python("UCUDNN_TEST_TORCH_PYTHON", "import torch; print(torch.version.cuda)", TORCH_INSTALL)
+    folder = tmp_path_factory.mktemp("pytorch")
 
+    def torch_library(path: Path) -> bool:  # torch/lib/*.so
+        return path.parent.parent.name == "torch"
 
-Bindings = dict[tuple[str, str], tuple[str, str]]
-
-
-def _run(torch_python: str, folder: Path, *, under: bool) -> tuple[dict[str, Any], Bindings]:
-    """The probe, alone or under `ucudnn run`, with every binding logged: its JSON line, and the cuDNN bindings of
-    torch's libraries ((library, name) -> (the library bound to, the version asked for))."""
-    folder.mkdir()
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
-        "LD_BIND_NOW": "1",
-        "LD_DEBUG": "bindings",
-        "LD_DEBUG_OUTPUT": str(folder / "ld"),
-    }
-    cmd = [torch_python, "-m", PROBE]
-    if under:
-        cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--stats-file", str(folder / "stats.json"), "--", *cmd]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == 1, proc.stdout
-    bindings: Bindings = {}
-    for log in folder.glob("ld.*"):
-        with log.open(errors="replace") as f:
-            for line in f:
-                m = BINDING.search(line)
-                if m and Path(m[1]).parent.parent.name == "torch":  # torch/lib/*.so
-                    bindings[Path(m[1]).name, m[3]] = (m[2], m[4] or "")
-    return json.loads(lines[0]), bindings
-
-
-@pytest.fixture(scope="module")
-def runs(torch_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("torch-client")
-    alone, alone_bindings = _run(torch_python, folder / "alone", under=False)
-    under, under_bindings = _run(torch_python, folder / "under", under=True)
-    stats = json.loads((folder / "under" / "stats.json").read_text())
-    return {"alone": (alone, alone_bindings), "under": (under, under_bindings), "stats": stats}
+    alone = run_probe(python, "tests.frameworks.torch_probe", folder / "alone", under=False, binder=torch_library)
+    under = run_probe(python, "tests.frameworks.torch_probe", folder / "under", under=True, binder=torch_library)
+    return {"alone": (alone.result, alone.bindings), "under": (under.result, under.bindings), "stats": under.stats}
 
 
 def test_pytorch_binds_each_hooked_cudnn_function_it_references_to_the_preload_library(runs: dict[str, Any]) -> None:

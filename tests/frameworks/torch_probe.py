@@ -1,10 +1,10 @@
-"""Run by test_torch_client.py in the interpreter of a CUDA build of PyTorch on a machine without a GPU, alone and
+"""Run by test_pytorch.py in the interpreter of a CUDA build of PyTorch on a machine without a GPU, alone and
 under `ucudnn run`. It imports torch (which loads libtorch_cuda.so and NVIDIA's libcudnn.so.9 from the
 nvidia-cudnn wheel, privately), trains one CPU step of a small convolution, then builds a convolution's graph-API
 descriptors through the cuDNN functions PyTorch's libtorch_cuda.so is bound to: the process's global scope, which
 under `ucudnn run` holds the hooks, and alone holds no cuDNN at all (then the library torch loaded is used directly).
 Under `ucudnn run` it builds them a second time through dlsym on torch's library handle, as frameworks that dlopen
-cuDNN do. Prints one JSON line. It imports nothing of ucudnn. Usage: python -m tests.torchclient.torch_probe"""
+cuDNN do. Prints one JSON line. It imports nothing of ucudnn. Usage: python -m tests.frameworks.torch_probe"""
 
 from __future__ import annotations
 
