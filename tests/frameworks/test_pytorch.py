@@ -82,3 +82,11 @@ def test_pytorch_runs_as_alone_and_the_hooks_reach_the_cudnn_it_loaded(runs: dic
     assert stats["graph_calls"] == 2 * calls_each
     assert stats["graph_unrecorded"] == 0 and stats["calls"] == 0 and stats["queries"] == 0
     assert stats["dlsym_hooked"] >= 4  # create, set, finalize, destroy, looked up on torch's handle
+
+
+def test_pytorch_still_names_the_variable_that_selects_its_legacy_path(runs: dict[str, Any]) -> None:
+    """`ucudnn run --torch-api legacy` sets TORCH_CUDNN_V8_API_DISABLED=1: a PyTorch whose binary no longer names
+    it would stay on the graph path, and the option would do nothing."""
+    alone, _ = runs["alone"]
+    binary = (Path(alone["torch_lib"]) / "libtorch_cuda.so").read_bytes()
+    assert b"TORCH_CUDNN_V8_API_DISABLED\0" in binary

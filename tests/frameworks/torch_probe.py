@@ -53,6 +53,7 @@ result: dict[str, Any] = {
     "cudnn_version": torch.backends.cudnn.version(),
     "train_digest": digest,
     "libcudnn": libraries,
+    "torch_lib": os.path.join(os.path.dirname(torch.__file__), "lib"),
     "preloaded": "libucudnn.so" in os.environ.get("LD_PRELOAD", ""),
 }
 torch_cudnn = ctypes.CDLL(libraries[0], mode=os.RTLD_NOLOAD | os.RTLD_LAZY) if len(libraries) == 1 else None
