@@ -134,12 +134,17 @@ def test_every_engine_is_its_legacy_algorithm(
 
 @pytest.mark.parametrize("op", OPS)
 def test_filter_strides_the_backend_cannot_take_leave_no_engine(driver: G.Driver, op: int) -> None:
+    """A packed filter in another order than NCHW or NHWC (here C, K, R, S) finalizes and leaves no engine; one
+    with gaps between its elements is refused by the operation, as the real library refuses it."""
     problem = CASES["2d-groups-3x3"]
-    x, w, y = arrays(problem, np.float32, ("NCHW", "padded", "NCHW"))
+    x, w, y = arrays(problem, np.float32, ("NCHW", "CNHW", "NCHW"))
     outcome = driver.run(op, x, w, y, problem.params, engine=0)
     assert outcome.global_count == 0
     assert (outcome.status, outcome.stage) == (3000, "engine")
     assert driver.run(op, x, w, y, problem.params).stage == "heur"  # no result to take
+    x, w, y = arrays(problem, np.float32, ("NCHW", "padded", "NCHW"))
+    refused = driver.run(op, x, w, y, problem.params, engine=0)
+    assert (refused.status, refused.stage) == (2000, "op")
 
 
 @pytest.mark.parametrize("mode", [G.HEUR_A, G.HEUR_INSTANT, 1])

@@ -12,58 +12,30 @@ are left out (the real-client tier, tests/frontend, covers them on the host back
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._env import project_pythonpath
 from ucudnn import _paths
 
+from .conftest import probe_env
 from .test_descriptors import _real_libcudnn
 
 pytestmark = pytest.mark.realcudnn
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "status_probe.py"
-STANDINS = {"libcuda.so.1": HERE / "standin" / "libcuda.c", "libcublasLt.so.13": HERE / "standin" / "libcublaslt.c"}
 OPS = ("fprop", "dgrad", "wgrad")
 HEUR_MODES = ("instant", "fallback", "a")
 
 
-@pytest.fixture(scope="module")
-def standin_dir() -> Path:
-    """A folder holding the stand-in libraries under the names the real library loads (built once per source)."""
-    import hashlib
-
-    digest = hashlib.sha256(b"".join(src.read_bytes() for src in STANDINS.values())).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"ucudnn-test-libs-{os.getuid()}" / f"standin-{digest}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for soname, src in STANDINS.items():
-        lib = folder / soname
-        if not lib.exists():
-            tmp = folder / f"{soname}.{os.getpid()}.tmp"
-            cmd = ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", f"-Wl,-soname,{soname}"]
-            subprocess.run([*cmd, str(src), "-o", str(tmp)], check=True)
-            tmp.replace(lib)
-    return folder
-
-
 def probe(lib: Path, *, standins: Path | None = None, preload: bool = False, local: bool = False, tmp: Path,
           ) -> dict[str, Any]:  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
-    env["PYTHONPATH"] = project_pythonpath(env)
+    env = probe_env(standins=standins, preload=preload)
     env["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
-    if standins is not None:
-        env["LD_LIBRARY_PATH"] = str(standins)
-    if preload:
-        if not _paths.PRELOAD.exists():
-            pytest.fail(f"libucudnn.so not built at {_paths.PRELOAD}")
-        env["LD_PRELOAD"] = str(_paths.PRELOAD)
     args = [sys.executable, str(PROBE), str(lib), *(["local"] if local else [])]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -7,7 +7,8 @@
  *     the convolution output's shape, inputs possibly broadcast (a dim of 1, e.g. a [1,K,1,1] bias); virtual
  *     tensors must be produced and consumed inside the graph. The convolution's output, when virtual, lives in
  *     the workspace (that is what the plan's workspace adds to the algorithm's).
- * Any other graph finalizes (as on the real library) with ENGINE_GLOBAL_COUNT 0 (hb_graph_build.c).
+ * Any other graph finalizes (as on the real library) with ENGINE_GLOBAL_COUNT 0 (hb_graph_build.c), among them a
+ * pointwise operation without its pointwise descriptor or with parts that were never finalized.
  */
 #include <limits.h>
 #include <string.h>
@@ -181,12 +182,13 @@ static int pointwise_plan(hb_graph *g) {
     for (int i = 0; i < g->nops; i++) {
         const hb_gop *o = &g->ops[i];
         if (i == g->conv) continue;
-        if (!hb_pw_supported(o->pw.mode)) return 0;
+        if (!o->has_pw || !o->pw.finalized || !hb_pw_supported(o->pw.mode)) return 0;
         int roles[4];
         int n = hb_op_inputs(o, roles);
         roles[n++] = HB_R_Y;
         for (int k = 0; k < n; k++) {
             const hb_gtensor *t = &o->t[roles[k]];
+            if (!t->finalized) return 0; /* the operation took it unfinalized, as the real library lets it */
             int dt = t->dtype;
             if (dt != CUDNN_DATA_FLOAT && dt != CUDNN_DATA_DOUBLE && !hb_is_16bit(dt)) return 0;
             if (t->nb != shape->nb) return 0;

@@ -3,15 +3,17 @@
  * and the checks every Set/Get shares, driven by one table of attributes per descriptor type.
  *
  * Statuses are the real cuDNN 9 library's, measured on libcudnn.so.9 9.28 without a GPU (stand-in libcuda and
- * libcublasLt let it finalize; tests/realcudnn/test_status_parity.py compares the two libraries), including its
- * per-attribute quirks (a wrong attribute type is BAD_PARAM_ATTRIBUTE_TYPE for tensor and convolution attributes
- * but BAD_PARAM for operation attributes, NOT_SUPPORTED for variant-pack ones; a tensor's byte alignment and
- * every pointwise attribute cannot be read back). Where the real library crashes (NULL out pointers, a NULL
- * descriptor to Finalize, an engine configuration finalized without an engine), we answer
+ * libcublasLt let it finalize; tests/realcudnn/test_status_parity.py and test_fuzz_parity.py compare the two
+ * libraries), including its per-attribute quirks (a wrong attribute type is BAD_PARAM_ATTRIBUTE_TYPE for tensor
+ * and convolution attributes but BAD_PARAM for operation attributes, NOT_SUPPORTED for variant-pack ones and
+ * backward data's alpha and beta; a tensor's byte alignment, every pointwise attribute and a pointwise operation's
+ * alphas cannot be read back; docs/host-backend.md lists the rest). Where the real library crashes (NULL out
+ * pointers, a NULL descriptor to Finalize, an engine configuration finalized without an engine), we answer
  * BAD_PARAM_NULL_POINTER, as it does for a NULL descriptor to Set and Destroy.
  *
  * Order of the Set checks: descriptor (NULL: BAD_PARAM_NULL_POINTER), finalized (BAD_PARAM), attribute known
- * (else the type's status), settable (else NOT_SUPPORTED), attribute type, element count, elements non-NULL
+ * (else the type's status), settable (else NOT_SUPPORTED), no elements where AF_EMPTY_FIRST (BAD_PARAM), attribute
+ * type, element count, elements non-NULL
  * (BAD_PARAM), descriptor elements of the right kind (BAD_PARAM). Get: descriptor (NULL: BAD_PARAM), not finalized
  * (NOT_INITIALIZED), attribute known, readable (else NOT_SUPPORTED), type, then counts: a NULL array answers the
  * element count; a single-valued attribute must be asked for exactly 1 element; an array gets min(requested,
@@ -26,6 +28,7 @@
 
 #define AF_SET 1u
 #define AF_GET 2u
+#define AF_EMPTY_FIRST 4u      /* Set: no elements is BAD_PARAM before the type is checked */
 #define ANY_OP (-2)            /* desc: any OPERATION_* descriptor */
 
 typedef struct {
@@ -36,6 +39,8 @@ typedef struct {
     unsigned flags;
     int desc;                  /* descriptor-valued: the descriptor type of the elements */
     cudnnStatus_t null_desc;   /* a NULL descriptor element: this status, SUCCESS = leave the attribute unset */
+    int get_type;              /* the one type Get accepts where it is not Set's (-1: Set's) */
+    cudnnStatus_t get_wrong;   /* Get's status for another type where it is not Set's (SUCCESS: Set's) */
 } aspec;
 
 #define BAD CUDNN_STATUS_BAD_PARAM
@@ -45,9 +50,12 @@ typedef struct {
 #define RW (AF_SET | AF_GET)
 
 /* Plain values: name, type, wrong-type status, counts, flags. Descriptor values: also the element kind. */
-#define V(n, t, w, lo, hi, f) {n, t, -1, w, lo, hi, f, -1, OK}
-#define V2(n, t, t2, w, f) {n, t, t2, w, 1, 1, f, -1, OK}
-#define D(n, k, lo, hi, f, nul) {n, CUDNN_TYPE_BACKEND_DESCRIPTOR, -1, BAD, lo, hi, f, k, nul}
+#define V(n, t, w, lo, hi, f) {n, t, -1, w, lo, hi, f, -1, OK, -1, OK}
+#define V2(n, t, t2, w, f) {n, t, t2, w, 1, 1, f, -1, OK, -1, OK}
+#define D(n, k, lo, hi, f, nul) {n, CUDNN_TYPE_BACKEND_DESCRIPTOR, -1, BAD, lo, hi, f, k, nul, -1, OK}
+/* Values whose Get checks the type otherwise than Set: Get accepts type gt only (-1: Set's), else answers gw. */
+#define VG(n, t, w, gt, gw, f) {n, t, -1, w, 1, 1, f, -1, OK, gt, gw}
+#define V2G(n, t, t2, w, gw, f) {n, t, t2, w, 1, 1, f, -1, OK, -1, gw}
 
 static const aspec tensor_attrs[] = {
     V(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, BADTYPE, 1, 1, AF_SET),
@@ -64,12 +72,14 @@ static const aspec tensor_attrs[] = {
 
 static const aspec conv_attrs[] = {
     V(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, BADTYPE, 1, 1, RW),
-    V(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, BADTYPE, 1, 1, RW),
+    /* Read back as a DATA_TYPE only, and a wrong type for the spatial dimension count is BAD_PARAM on Set but
+     * BAD_PARAM_ATTRIBUTE_TYPE on Get (9.28, tests/realcudnn/test_fuzz_parity.py). */
+    VG(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, BADTYPE, CUDNN_TYPE_DATA_TYPE, BADTYPE, RW),
     V(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, BADTYPE, 1, 0, RW),
     V(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, BADTYPE, 1, 0, RW),
     V(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, BADTYPE, 1, 0, RW),
     V(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, BADTYPE, 1, 0, RW),
-    V(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, BAD, 1, 1, RW),
+    VG(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, BAD, CUDNN_TYPE_INT64, BADTYPE, RW),
 };
 
 static const aspec pw_attrs[] = {
@@ -86,28 +96,28 @@ static const aspec pw_attrs[] = {
 };
 
 /* The three convolution operations share a layout: base + 0 alpha, 1 beta, 2 conv, 3 W, 4 X, 5 Y (forward);
- * backward data: W, DX, DY; backward filter: DW, X, DY. Backward data answers NOT_SUPPORTED for a wrong alpha
- * type (measured). */
-#define CONV_OP(base, wrong_alpha)                                                                               \
+ * backward data: W, DX, DY; backward filter: DW, X, DY. Backward data answers NOT_SUPPORTED for a wrong alpha or
+ * beta type at Set (but BAD_PARAM for none at all, before the type), and all three BAD_PARAM at Get (measured). */
+#define CONV_OP(base, wrong_scale, scale_flags)                                                                  \
     {                                                                                                            \
-        V2(base, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, wrong_alpha, RW),                                          \
-            V2(base + 1, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, BAD, RW),                                          \
+        V2G(base, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, wrong_scale, BAD, RW | (scale_flags)),                    \
+            V2G(base + 1, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, wrong_scale, BAD, RW | (scale_flags)),            \
             D(base + 2, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, 1, 1, RW, BAD),                                    \
             D(base + 3, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),                                          \
             D(base + 4, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),                                          \
             D(base + 5, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),                                          \
     }
-static const aspec fwd_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, BAD);
-static const aspec bwd_data_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, NSUP);
-static const aspec bwd_filter_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, BAD);
+static const aspec fwd_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, BAD, 0);
+static const aspec bwd_data_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, NSUP, AF_EMPTY_FIRST);
+static const aspec bwd_filter_attrs[] = CONV_OP(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, BAD, 0);
 
 static const aspec pwop_attrs[] = {
-    D(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1, 1, RW, BAD),
+    D(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1, 1, RW, OK), /* optional */
     D(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
     D(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
     D(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
-    V2(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, BAD, RW),
-    V2(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, BAD, RW),
+    V2(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, BAD, AF_SET), /* not read back */
+    V2(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, CUDNN_TYPE_DOUBLE, BAD, AF_SET),
     D(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
     D(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
     D(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR, 1, 1, RW, OK),
@@ -185,7 +195,7 @@ static const dkind kinds[] = {
     {CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, NULL, 0, BAD, NULL, NULL, NULL},
     {CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR, NULL, 0, BAD, NULL, NULL, NULL},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, N(fwd_attrs), BAD, hb_op_set, hb_op_get, hb_op_finalize},
-    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, N(bwd_filter_attrs), BAD, hb_op_set, hb_op_get,
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, N(bwd_filter_attrs), NSUP, hb_op_set, hb_op_get,
      hb_op_finalize},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, N(bwd_data_attrs), BAD, hb_op_set, hb_op_get,
      hb_op_finalize},
@@ -349,6 +359,7 @@ static cudnnStatus_t set_attribute(hb_bd *d, cudnnBackendAttributeName_t attribu
     if (!s) return k->unknown;
     if (!(s->flags & AF_SET)) return CUDNN_STATUS_NOT_SUPPORTED;
     int type = (int)attributeType;
+    if ((s->flags & AF_EMPTY_FIRST) && elementCount < 1) return CUDNN_STATUS_BAD_PARAM;
     if (type != s->type && type != s->type2) return s->wrong_type;
     if (elementCount < s->min_count || (s->max_count && elementCount > s->max_count)) return CUDNN_STATUS_BAD_PARAM;
     if (!arrayOfElements && elementCount > 0) return CUDNN_STATUS_BAD_PARAM;
@@ -393,7 +404,8 @@ static cudnnStatus_t get_attribute(const hb_bd *d, cudnnBackendAttributeName_t a
     if (!s) return k->unknown;
     if (!(s->flags & AF_GET) || !k->get) return CUDNN_STATUS_NOT_SUPPORTED;
     int type = (int)attributeType;
-    if (type != s->type && type != s->type2) return s->wrong_type;
+    if (s->get_type >= 0 ? type != s->get_type : type != s->type && type != s->type2)
+        return s->get_wrong != OK ? s->get_wrong : s->wrong_type;
     if (!elementCount && !arrayOfElements) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     hb_aval v;
     memset(&v, 0, sizeof v);

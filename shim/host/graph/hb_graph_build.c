@@ -40,10 +40,17 @@ cudnnStatus_t hb_graph_finalize(hb_bd *d) {
     int nops = d->u.graph.nops;
     if (!ops || nops < 1) return CUDNN_STATUS_BAD_PARAM;
     if (d->u.graph.handle && !hb_handle_ok(d->u.graph.handle)) return CUDNN_STATUS_BAD_PARAM;
-    for (int i = 0; i < nops; i++)
+    for (int i = 0; i < nops; i++) {
+        int out = hb_op_output(&ops[i]);
         for (int j = 0; j < i; j++)
-            if (ops[i].t[hb_op_output(&ops[i])].uid == ops[j].t[hb_op_output(&ops[j])].uid)
+            if (ops[i].t[out].uid == ops[j].t[hb_op_output(&ops[j])].uid) return CUDNN_STATUS_BAD_PARAM;
+        /* A pointwise operation whose output is one of its other tensors, used by its mode or not: the real library
+         * refuses that graph, and takes a convolution that writes its input (9.28). */
+        if (ops[i].kind != CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) continue;
+        for (int r = 0; r < HB_ROLES; r++)
+            if (r != out && ops[i].has[out] && ops[i].has[r] && ops[i].t[r].uid == ops[i].t[out].uid)
                 return CUDNN_STATUS_BAD_PARAM;
+    }
     hb_graph *g = calloc(1, sizeof *g);
     if (!g) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     g->refs = 1;

@@ -6,6 +6,7 @@
  * (hb_graph_build.c), where it leaves the graph without engines.
  */
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "hb_graph.h"
 
@@ -84,17 +85,30 @@ cudnnStatus_t hb_tensor_get(const hb_bd *d, int name, int type, hb_aval *v) {
 
 cudnnStatus_t hb_tensor_finalize(hb_bd *d) {
     hb_gtensor *t = &d->u.tensor;
-    unsigned need = HB_T_DIMS | HB_T_STRIDES | HB_T_ALIGN;
+    unsigned need = HB_T_DIMS | HB_T_STRIDES;
     if ((t->set & need) != need || t->nb != t->nstrides || t->nb < 1 || t->nb > HB_GDIMS)
         return CUDNN_STATUS_BAD_PARAM;
-    for (int64_t i = 0; i < t->nb; i++)
+    int64_t wide = 0; /* dimensions of extent above 1 */
+    for (int64_t i = 0; i < t->nb; i++) {
         if (t->dim[i] < 0 || t->stride[i] < 0) return CUDNN_STATUS_BAD_PARAM;
+        wide += t->dim[i] > 1;
+    }
+    /* As the real library (9.28): a vectorized dimension beyond the count of dimensions (that count itself passes),
+     * or a by-value tensor that is not a vector (more than one dimension above 1), is refused. */
+    if (t->vec_dim > t->nb || (t->by_value && wide > 1)) return CUDNN_STATUS_BAD_PARAM;
     if (t->dtype == CUDNN_DATA_INT8x4 || t->dtype == CUDNN_DATA_UINT8x4 || t->dtype == CUDNN_DATA_INT8x32)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    /* Vectors of INT8 come in 4 or 32, of UINT8 in 4 (other types take any count, as the real library does). */
+    if (t->vec_count != 1 && ((t->dtype == CUDNN_DATA_INT8 && t->vec_count != 4 && t->vec_count != 32) ||
+                              (t->dtype == CUDNN_DATA_UINT8 && t->vec_count != 4)))
         return CUDNN_STATUS_NOT_SUPPORTED;
     size_t es = hb_gdtype_size(t->dtype);
     if (t->dtype < 0 || t->dtype > CUDNN_DATA_FP8_E5M2) return CUDNN_STATUS_BAD_PARAM;
     if (es == 0) return CUDNN_STATUS_NOT_SUPPORTED;
-    if (t->align <= 0 || t->align % (int64_t)es != 0) return CUDNN_STATUS_BAD_PARAM;
+    /* As the real library (9.28): an alignment never set counts as 1 byte, enough for 1-byte elements (INT8, UINT8,
+     * BOOLEAN, FP8) and too little for wider ones; one set to 0 or below is refused. */
+    int64_t align = (t->set & HB_T_ALIGN) ? t->align : 1;
+    if (align <= 0 || align % (int64_t)es != 0) return CUDNN_STATUS_BAD_PARAM;
     t->finalized = 1;
     return CUDNN_STATUS_SUCCESS;
 }
@@ -116,7 +130,11 @@ cudnnStatus_t hb_conv_set(hb_bd *d, int name, int type, int64_t count, const voi
     switch (name) {
     case CUDNN_ATTR_CONVOLUTION_COMP_TYPE: c->comp = hb_elem_enum(elems); break;
     case CUDNN_ATTR_CONVOLUTION_CONV_MODE: c->mode = hb_elem_enum(elems); break;
-    case CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS: c->nsp = hb_elem_i64(elems); c->set |= HB_C_NSP; break;
+    case CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS:
+        if (hb_elem_i64(elems) > INT32_MAX) return CUDNN_STATUS_BAD_PARAM; /* as the real library (9.28) */
+        c->nsp = hb_elem_i64(elems);
+        c->set |= HB_C_NSP;
+        break;
     default: {
         int s = conv_slot(name);
         set_array(c->v[s], &c->n[s], count, elems);
@@ -247,13 +265,14 @@ cudnnStatus_t hb_op_set(hb_bd *d, int name, int type, int64_t count, const void 
         o->has_conv = 1;
         o->conv = src->u.conv;
     } else {
-        o->has_pw = 1;
-        o->pw = src->u.pw;
+        o->has_pw = src != NULL;
+        if (src) o->pw = src->u.pw;
+        else memset(&o->pw, 0, sizeof o->pw);
     }
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* Get answers: the scaling factors in the type they were set with; copies of the descriptors (arg: the role). */
+/* Get answers: a convolution's scaling factors (see hb_op_get); copies of the descriptors (arg: the role). */
 static cudnnStatus_t fill_part(const hb_bd *src, int64_t i, int arg, hb_bd *dst) {
     (void)i;
     const hb_gop *o = &src->u.op;
@@ -269,11 +288,16 @@ cudnnStatus_t hb_op_get(const hb_bd *d, int name, int type, hb_aval *v) {
     const hb_gop *o = &d->u.op;
     int r = role_of(o->kind, name);
     v->count = 1;
-    if (r == -1 || r == -2) {
-        const hb_gscale *s = r == -1 ? &o->alpha : &o->beta;
-        if (s->type != type) return CUDNN_STATUS_BAD_PARAM; /* unset, or set with the other type */
-        if (type == CUDNN_TYPE_DOUBLE) memcpy(v->buf, &s->v, sizeof s->v);
-        else *(float *)v->buf = (float)s->v;
+    if (r == -1 || r == -2) { /* a convolution's: the pointwise operation's are not read back */
+        /* Never set, they read back as the real library keeps them: doubles, alpha 1 and beta 0 (9.28). */
+        hb_gscale s = r == -1 ? o->alpha : o->beta;
+        if (!s.type) s = (hb_gscale){CUDNN_TYPE_DOUBLE, r == -1 ? 1.0 : 0.0};
+        /* ... and a backward filter's alpha in the type its beta has. */
+        if (r == -1 && o->kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR)
+            s.type = o->beta.type ? o->beta.type : CUDNN_TYPE_DOUBLE;
+        if (s.type != type) return CUDNN_STATUS_BAD_PARAM; /* set with the other type */
+        if (type == CUDNN_TYPE_DOUBLE) memcpy(v->buf, &s.v, sizeof s.v);
+        else *(float *)v->buf = (float)s.v;
         return CUDNN_STATUS_SUCCESS;
     }
     if (r >= 0 && !o->has[r]) return CUDNN_STATUS_BAD_PARAM;
@@ -303,6 +327,30 @@ int hb_op_inputs(const hb_gop *o, int roles[3]) {
     return n;
 }
 
+/* How a convolution's tensor lies in memory, as the real library (9.28) checks it: the dimensions of extent above
+ * 1, in decreasing stride, each step at least the extent times the stride of the next (no two elements at one
+ * address; a zero stride broadcasts and is left out) for the data tensors; exactly that step, down to a stride of
+ * 1 and with no zero stride, for the filter (packed, in any order of its dimensions). */
+static int laid_out(const hb_gtensor *t, int packed) {
+    int order[HB_GDIMS], n = 0;
+    for (int i = 0; i < (int)t->nb && i < HB_GDIMS; i++) {
+        if (t->dim[i] <= 1) continue;
+        if (t->stride[i] == 0) {
+            if (packed) return 0;
+            continue;
+        }
+        int k = n++;
+        for (; k > 0 && t->stride[order[k - 1]] < t->stride[i]; k--) order[k] = order[k - 1];
+        order[k] = i;
+    }
+    for (int k = 0; k + 1 < n; k++) {
+        int64_t step = t->stride[order[k + 1]] * t->dim[order[k + 1]];
+        if (packed ? t->stride[order[k]] != step : t->stride[order[k]] / t->dim[order[k + 1]] < t->stride[order[k + 1]])
+            return 0;
+    }
+    return !packed || n == 0 || t->stride[order[n - 1]] == 1;
+}
+
 /* x [N, G*C, ...], w [G*K, C, ...], y [N, G*K, ...] with y's spatial extents what the convolution gives. */
 static int conv_shapes_ok(const hb_gop *o) {
     const hb_gtensor *x = &o->t[HB_R_X], *w = &o->t[HB_R_W], *y = &o->t[HB_R_Y];
@@ -328,12 +376,22 @@ cudnnStatus_t hb_op_finalize(hb_bd *d) {
         for (int r = HB_R_X; r <= HB_R_Y; r++)
             if (!o->has[r] || !o->t[r].finalized) return CUDNN_STATUS_BAD_PARAM;
         if (!conv_shapes_ok(o)) return CUDNN_STATUS_BAD_PARAM;
+        for (int r = HB_R_X; r <= HB_R_Y; r++) {
+            if (!laid_out(&o->t[r], r == HB_R_W)) return CUDNN_STATUS_BAD_PARAM;
+            for (int64_t i = 0; i < o->t[r].nb; i++) /* no empty tensor either (the real library, 9.28) */
+                if (o->t[r].dim[i] < 1) return CUDNN_STATUS_BAD_PARAM;
+        }
     } else {
-        if (!o->has_pw || !o->pw.finalized || !o->has[HB_R_X] || !o->has[HB_R_Y]) return CUDNN_STATUS_BAD_PARAM;
-        if (hb_pw_binary(o->pw.mode) && !o->has[HB_R_B]) return CUDNN_STATUS_BAD_PARAM;
-        for (int r = 0; r < HB_ROLES; r++) {
+        /* As the real library (9.28): the pointwise descriptor may be missing (the mode then is ADD's, which takes
+         * B) and its parts unfinalized; only the tensors' presence and ranks count, and an operation given
+         * none of the tensors its mode uses passes. Such an operation finalizes, and a graph of it has no engine here
+         * (hb_graph_analyse.c). */
+        int binary = hb_pw_binary(o->pw.mode);
+        int any = o->has[HB_R_X] || o->has[HB_R_Y] || (binary && o->has[HB_R_B]); /* of the tensors the mode uses */
+        if (any && (!o->has[HB_R_X] || !o->has[HB_R_Y] || (binary && !o->has[HB_R_B]))) return CUDNN_STATUS_BAD_PARAM;
+        for (int r = 0; any && r < HB_ROLES; r++) {
             if (!o->has[r]) continue;
-            if (!o->t[r].finalized || o->t[r].nb != o->t[HB_R_X].nb) return CUDNN_STATUS_BAD_PARAM;
+            if (o->t[r].nb != o->t[HB_R_X].nb) return CUDNN_STATUS_BAD_PARAM;
         }
     }
     o->finalized = 1;

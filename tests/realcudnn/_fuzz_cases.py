@@ -1,0 +1,188 @@
+"""Random descriptor sequences for fuzz_probe.py, reproducible from a seed: a well-formed tensor, convolution,
+pointwise descriptor or convolution/pointwise operation as cudnn_frontend builds it (an operation sometimes then
+made the one operation of a graph), then a few mutations (an
+attribute dropped, set twice, with another type, another count or other values, a foreign attribute, a part of the
+same kind swapped in or missing), Finalize, sometimes a Set or Finalize after it, and reads back.
+
+What crashes the real library (cuDNN 9.28) is left out, as it is no status to compare: an unknown data type (accepted
+at Set, then an illegal instruction in Finalize) and a descriptor of another kind than the attribute takes (a
+convolution as an operation's tensor: std::bad_alloc in Finalize).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ucudnn import _abi as H
+
+TENSOR = H.CUDNN_BACKEND_TENSOR_DESCRIPTOR
+CONV = H.CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR
+PW = H.CUDNN_BACKEND_POINTWISE_DESCRIPTOR
+OP_FWD = H.CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+OP_BWD_DATA = H.CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+OP_BWD_FILTER = H.CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR
+OP_PW = H.CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR
+OPGRAPH = H.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR
+
+DATA_TYPE, BOOLEAN, INT64, FLOAT, DOUBLE = 1, 2, 3, 4, 5
+CONV_MODE, NAN_PROP, PW_MODE, DESC = 7, 10, 14, 15
+TYPES = [DATA_TYPE, BOOLEAN, INT64, FLOAT, DOUBLE, CONV_MODE, NAN_PROP, PW_MODE]
+
+# Attributes by descriptor kind, with the type cudnn_frontend sets them with.
+ATTRS: dict[int, dict[int, int]] = {
+    TENSOR: {900: INT64, 901: DATA_TYPE, 902: INT64, 903: INT64, 904: INT64, 905: INT64, 906: INT64, 907: BOOLEAN,
+             908: BOOLEAN},
+    CONV: {100: DATA_TYPE, 101: CONV_MODE, 102: INT64, 103: INT64, 104: INT64, 105: INT64, 106: INT64},
+    PW: {0: PW_MODE, 1: DATA_TYPE, 2: NAN_PROP, 3: DOUBLE, 4: DOUBLE, 5: DOUBLE, 6: DOUBLE, 7: DOUBLE, 8: DOUBLE,
+         9: INT64},
+    OP_FWD: {700: FLOAT, 701: FLOAT, 702: DESC, 703: DESC, 704: DESC, 705: DESC},
+    OP_BWD_DATA: {706: FLOAT, 707: FLOAT, 708: DESC, 709: DESC, 710: DESC, 711: DESC},
+    OP_BWD_FILTER: {712: FLOAT, 713: FLOAT, 714: DESC, 715: DESC, 716: DESC, 717: DESC},
+    OP_PW: {750: DESC, 751: DESC, 752: DESC, 753: DESC, 754: FLOAT, 755: FLOAT},
+}  # fmt: skip
+Case = dict[str, Any]
+
+
+def value(typ: int, r: random.Random) -> Any:
+    if typ in (FLOAT, DOUBLE):
+        return r.choice([0.0, 1.0, -1.0, 0.5, 1e30])
+    if typ == BOOLEAN:
+        return r.choice([0, 1])
+    if typ == INT64:
+        return r.choice([-1, 0, 1, 2, 3, 4, 8, 16, 1 << 40])
+    if typ == DATA_TYPE:
+        return r.choice([0, 1, 2, 3, 9])  # FLOAT, DOUBLE, HALF, INT8, BFLOAT16
+    if typ in (CONV_MODE, NAN_PROP):
+        return r.choice([0, 1])
+    return r.choice([0, 1, 100])  # ADD, MUL, RELU_FWD
+
+
+def tensor(dims: list[int], uid: int, dtype: int = 0) -> Case:
+    strides = [1] * len(dims)
+    for k in range(len(dims) - 2, -1, -1):
+        strides[k] = strides[k + 1] * dims[k + 1]
+    steps = [["set", 901, DATA_TYPE, [dtype]], ["set", 902, INT64, dims], ["set", 903, INT64, strides],
+             ["set", 906, INT64, [uid]], ["set", 900, INT64, [16]], ["finalize"]]  # fmt: skip
+    return {"kind": TENSOR, "steps": steps}
+
+
+def convolution(nsp: int, pad: int, stride: int, dil: int) -> Case:
+    steps = [["set", 100, DATA_TYPE, [0]], ["set", 101, CONV_MODE, [1]], ["set", 106, INT64, [nsp]],
+             ["set", 102, INT64, [dil] * nsp], ["set", 103, INT64, [stride] * nsp],
+             ["set", 104, INT64, [pad] * nsp], ["set", 105, INT64, [pad] * nsp], ["finalize"]]  # fmt: skip
+    return {"kind": CONV, "steps": steps}
+
+
+def pointwise(mode: int) -> Case:
+    return {"kind": PW, "steps": [["set", 0, PW_MODE, [mode]], ["set", 1, DATA_TYPE, [0]], ["finalize"]]}
+
+
+def well_formed(kind: int, r: random.Random) -> Case:
+    """One descriptor (with its parts) as cudnn_frontend builds it, not yet finalized."""
+    if kind == TENSOR:
+        case = tensor([r.choice([1, 2, 3, 8, 16]) for _ in range(r.choice([3, 4, 5]))], r.randint(1, 99))
+    elif kind == CONV:
+        case = convolution(r.choice([1, 2, 3]), 1, 1, 1)
+    elif kind == PW:
+        case = pointwise(r.choice([0, 1, 100]))
+    elif kind == OP_PW:
+        dims = [2, 4, 3, 3]
+        parts = [pointwise(r.choice([0, 1, 100])), tensor(dims, 1), tensor(dims, 2), tensor(dims, 3)]
+        steps = [["set", 750 + i, DESC, [i]] for i in range(4)]  # the pointwise descriptor, X, B, Y
+        case = {"kind": OP_PW, "parts": parts, "steps": steps}
+    else:
+        n, c, k, h = r.choice([1, 2]), r.choice([1, 3, 4]), r.choice([2, 4]), r.choice([5, 8])
+        pad, stride, dil, f = r.choice([0, 1]), r.choice([1, 2]), r.choice([1, 2]), r.choice([1, 3])
+        p = (h + 2 * pad - dil * (f - 1) - 1) // stride + 1
+        x, w, y = tensor([n, c, h, h], 1), tensor([k, c, f, f], 2), tensor([n, k, p, p], 3)
+        base = ATTRS[kind]
+        a = min(base)
+        # the frontend's tensor roles: forward W X Y, backward data W DX DY, backward filter DW X DY
+        roles = {OP_FWD: [1, 0, 2], OP_BWD_DATA: [1, 0, 2], OP_BWD_FILTER: [1, 0, 2]}[kind]
+        steps = [["set", a, FLOAT, [1.0]], ["set", a + 1, FLOAT, [0.0]], ["set", a + 2, DESC, [3]]]
+        steps += [["set", a + 3 + i, DESC, [role]] for i, role in enumerate(roles)]
+        case = {"kind": kind, "parts": [x, w, y, convolution(2, pad, stride, dil)], "steps": steps}
+    case["steps"] = [s for s in case["steps"] if s[0] != "finalize"]
+    return case
+
+
+def mutate(kind: int, case: Case, r: random.Random) -> Case:
+    steps = [list(s) for s in case["steps"]]
+    parts = [dict(p, steps=[list(s) for s in p["steps"]]) for p in case.get("parts", [])]
+    for _ in range(r.randint(1, 3)):
+        op = r.randrange(9 if parts else 7)
+        i = r.randrange(len(steps)) if steps else -1
+        if op == 0 and steps:
+            steps.pop(i)
+        elif op == 1 and steps and steps[i][2] != DESC:
+            steps[i][2] = r.choice(TYPES)
+            steps[i][3] = [value(steps[i][2], r) for _ in steps[i][3]]
+        elif op == 2 and steps and steps[i][2] != DESC:
+            steps[i][3] = [value(steps[i][2], r) for _ in range(r.choice([0, 1, 2, 3, 9]))]
+        elif op == 3 and steps and steps[i][2] != DESC:
+            steps[i][3] = [value(steps[i][2], r) for _ in steps[i][3]]
+        elif op == 4:
+            name = r.choice([*ATTRS[kind], r.choice([0, 100, 700, 900, 905, 1500, 99999])])
+            typ = ATTRS[kind].get(name, r.choice(TYPES))
+            if typ == DESC:  # (a part of another kind than the attribute's crashes the real library's Finalize)
+                continue
+            else:
+                vals = [value(typ, r) for _ in range(r.choice([1, 2, 4]))]
+            steps.insert(r.randrange(len(steps) + 1), ["set", name, typ, vals])
+        elif op == 5 and steps:
+            steps.insert(r.randrange(len(steps) + 1), list(steps[i]))
+        elif op == 6 and steps and steps[i][2] == DESC and steps[i][3][0] >= 0:  # NULL, or a part of the same kind
+            kind_of = parts[steps[i][3][0]]["kind"]
+            steps[i][3] = [r.choice([-1, *[j for j, p in enumerate(parts) if p["kind"] == kind_of]])]
+        elif op == 7 and parts:  # a part's shape or type changed, or a part left unfinalized
+            j = r.randrange(len(parts))
+            sub = r.choice([s for s in parts[j]["steps"] if s[0] == "set"])
+            if sub[2] == INT64 and sub[1] in (902, 104, 105, 103):
+                k = r.randrange(len(sub[3]))
+                sub[3][k] = max(0, sub[3][k] + r.choice([-1, 1]))
+            elif sub[2] == DATA_TYPE:
+                sub[3] = [value(DATA_TYPE, r)]
+        elif op == 8 and parts:
+            j = r.randrange(len(parts))
+            parts[j]["steps"] = [s for s in parts[j]["steps"] if s[0] != "finalize"]
+    return {**case, "steps": steps, **({"parts": parts} if parts else {})}
+
+
+def random_case(r: random.Random) -> Case:
+    kind = r.choice([TENSOR, CONV, PW, OP_FWD, OP_BWD_DATA, OP_BWD_FILTER, OP_PW])
+    case = well_formed(kind, r)
+    if r.random() < 0.8:
+        case = mutate(kind, case, r)
+    steps = [*case["steps"], ["finalize"]]
+    if r.random() < 0.3:
+        steps += mutate(kind, well_formed(kind, r), r)["steps"][:1]
+    if r.random() < 0.3:
+        steps.append(["finalize"])
+    readable = [n for n, t in ATTRS[kind].items() if t != DESC]
+    for _ in range(r.randint(0, 3)):
+        name = r.choice(readable)
+        typ = ATTRS[kind][name] if r.random() < 0.8 else r.choice(TYPES)
+        steps.append(["get", name, typ, r.choice([0, 1, 2, 8])])
+    return {**case, "steps": steps}
+
+
+def in_graph(op: Case, r: random.Random) -> Case:
+    """An operation case (its own steps ending in Finalize, or not) as the one operation of a graph, which is then
+    finalized: the graph's engine count is a value each library has its own of, so it is not read."""
+    parts = [*op.get("parts", []), {"kind": op["kind"], "steps": op["steps"]}]
+    steps: list[list[Any]] = [["set", 801, DESC, [len(parts) - 1]], ["finalize"]]
+    if r.random() < 0.2:
+        steps.insert(0, ["set", 801, DESC, [-1]])
+    return {"kind": OPGRAPH, "parts": parts, "steps": steps}
+
+
+def cases(seed: int, count: int) -> list[Case]:
+    r = random.Random(seed)
+    out = []
+    for _ in range(count):
+        case = random_case(r)
+        if case["kind"] in (OP_FWD, OP_BWD_DATA, OP_BWD_FILTER, OP_PW) and r.random() < 0.3:
+            case = in_graph(case, r)
+        out.append(case)
+    return out
