@@ -179,6 +179,31 @@ def test_null_outputs_are_bad_param_not_crashes(cudnn: C.Cudnn) -> None:
         assert r.cudnnGetActivationDescriptor(a.ptr, None, ctypes.byref(i), None) == BAD
 
 
+def test_a_zero_stride_left_by_a_refused_set_is_refused_not_divided_by(cudnn: C.Cudnn) -> None:
+    """cudnnSetConvolution2dDescriptor refuses a zero stride but, as cuDNN's does, leaves it written; the real
+    library's output-dimension query then divides by it (SIGFPE, cuDNN 9.28). The host backend answers BAD_PARAM
+    there and in the calls that build a problem from the descriptor."""
+    r = cudnn.raw
+    with (
+        C.TensorDesc(cudnn, (2, 4, 8, 8)) as t,
+        C.FilterDesc(cudnn, (6, 4, 3, 3)) as f,
+        C.TensorDesc(cudnn, (2, 6, 8, 8)) as y,
+        C.ConvDesc(cudnn, C.ConvSpec((1, 1))) as c,
+        cudnn.handle() as h,
+    ):
+        assert r.cudnnSetConvolution2dDescriptor(c.ptr, 1, 1, 0, 1, 1, 1, 1, 0) == BAD
+        u = ctypes.c_int(-1)
+        i = ctypes.c_int()
+        assert r.cudnnGetConvolution2dDescriptor(c.ptr, *[ctypes.byref(i)] * 2, ctypes.byref(u),
+                                                 *[ctypes.byref(i)] * 5) == 0  # fmt: skip
+        assert u.value == 0  # kept, as cuDNN keeps it
+        out = (ctypes.c_int * 4)()
+        assert r.cudnnGetConvolutionNdForwardOutputDim(c.ptr, t.ptr, f.ptr, 4, out) == BAD
+        size = ctypes.c_size_t()
+        ws = r.cudnnGetConvolutionForwardWorkspaceSize(h.ptr, t.ptr, f.ptr, c.ptr, y.ptr, 0, ctypes.byref(size))
+        assert ws == BAD
+
+
 def test_wrong_kind_of_descriptor_is_bad_param(cudnn: C.Cudnn) -> None:
     with C.FilterDesc(cudnn, (2, 2, 1, 1)) as f, C.TensorDesc(cudnn, (1, 2, 3, 4)) as t:
         # A filter where a tensor belongs (and the reverse) is refused, not misread.

@@ -186,3 +186,89 @@ def cases(seed: int, count: int) -> list[Case]:
             case = in_graph(case, r)
         out.append(case)
     return out
+
+
+# ---- the legacy API's descriptors (legacy_fuzz_probe.py): one tensor, filter and convolution per case ----
+
+
+def _packed(dims: list[int]) -> list[int]:
+    strides = [1] * len(dims)
+    for k in range(len(dims) - 2, -1, -1):
+        strides[k] = strides[k + 1] * max(1, dims[k + 1])
+    return strides
+
+
+def _legacy_dims(r: random.Random, n: int) -> list[int]:
+    """Extents whose products stay far below 2**31: beyond, the real library's answers follow 32-bit wraparound
+    (cuDNN 9.28 takes [1, 2, 2, 2**30] and refuses [1, 1, 4, 2**30] with NOT_SUPPORTED), which is not emulated."""
+    dims = [r.choice([1, 2, 3, 4, 8]) for _ in range(n)]
+    if r.random() < 0.3:
+        dims[r.randrange(n)] = r.choice([0, -1, 100000])
+    return dims
+
+
+def legacy_call(r: random.Random) -> list[Any]:
+    """One setter call with plausible, sometimes wrong, arguments."""
+    dtype = r.choice([0, 0, 1, 2, 3, 4, 9, 10])
+    fmt = r.choice([0, 1, 2])
+    nb = r.choice([3, 4, 4, 4, 5, 5, 1, 2, 8, 9])
+    kind = r.randrange(10)
+    if kind == 0:
+        dims = _legacy_dims(r, nb)
+        strides = _packed(dims)
+        if r.random() < 0.3:
+            strides[r.randrange(nb)] = r.choice([0, -1, 2, 1000])
+        if r.random() < 0.1:
+            strides = strides[:-1]
+        return ["tensor_nd", dtype, dims, strides]
+    if kind == 1:
+        # (a 2-D NHWC tensor has no spatial dims, and the real library answers for it with strides it makes up)
+        return ["tensor_nd_ex", fmt, dtype, _legacy_dims(r, 3 if fmt == 1 and nb == 2 else nb)]
+    if kind == 2:
+        return ["tensor_4d", fmt, dtype, *_legacy_dims(r, 4)]
+    if kind == 3:
+        dims = _legacy_dims(r, 4)
+        strides = _packed(dims)
+        if r.random() < 0.3:
+            strides[r.randrange(4)] = r.choice([0, -1, 2, 1000])
+        return ["tensor_4d_ex", dtype, *dims, *strides]
+    if kind == 4:
+        return ["filter_nd", dtype, fmt, _legacy_dims(r, nb)]
+    if kind == 5:
+        return ["filter_4d", dtype, fmt, *_legacy_dims(r, 4)]
+    if kind in (6, 7):
+        n = r.choice([1, 2, 2, 2, 3, 0, 4])
+        pads = [r.choice([0, 1, 2, -1]) if r.random() < 0.2 else 1 for _ in range(n)]
+        # (a zero stride is refused at Set but left written, and the real library's output-dimension query then
+        # divides by it: SIGFPE, so it is left out; the host backend refuses that query, test_api_desc.py)
+        strides = [r.choice([1, 2, -1]) if r.random() < 0.2 else 1 for _ in range(n)]
+        dils = [r.choice([0, 1, 2, -1]) if r.random() < 0.2 else 1 for _ in range(n)]
+        mode, comp = r.choice([0, 1, 1, 2]), r.choice([0, 0, 1, 2, 3, 9])
+        if kind == 7:
+            return ["conv_2d", pads[0] if pads else 0, pads[-1] if pads else 0, *[*strides, 1, 1][:2],
+                    *[*dils, 1, 1][:2], mode, comp]  # fmt: skip
+        return ["conv_nd", pads, strides, dils, mode, comp]
+    if kind == 8:
+        return ["groups", r.choice([1, 1, 2, 3, 0, -1])]
+    return ["math", r.choice([0, 1, 2, 3, 4])]
+
+
+def legacy_cases(seed: int, count: int) -> list[list[list[Any]]]:
+    """Well-formed descriptors of a 2-D or 3-D convolution most of the time, then random setter calls, with
+    reads between and at the end."""
+    r = random.Random(seed)
+    out = []
+    for _ in range(count):
+        nsp = r.choice([2, 2, 3])
+        x = [2, 4, *[8] * nsp]
+        calls: list[list[Any]] = []
+        if r.random() < 0.8:
+            calls += [["tensor_nd", 0, x, _packed(x)], ["filter_nd", 0, 0, [6, 4, *[3] * nsp]],
+                      ["conv_nd", [1] * nsp, [1] * nsp, [1] * nsp, 1, 0]]  # fmt: skip
+        for _ in range(r.randint(1, 4)):
+            calls.append(legacy_call(r))
+            if r.random() < 0.3:
+                calls.append(["read"])
+        calls += [["read"], ["sizes"]]
+        out.append(calls)
+    return out

@@ -30,7 +30,7 @@ import pytest
 from tests._env import ROOT
 from ucudnn import _paths
 
-from ._fuzz_cases import cases
+from ._fuzz_cases import cases, legacy_cases
 from .conftest import probe_env
 from .test_descriptors import _real_libcudnn
 
@@ -40,10 +40,10 @@ SEED = int(os.environ.get("UCUDNN_TEST_FUZZ_SEED", "20261127"))
 COUNT = int(os.environ.get("UCUDNN_TEST_FUZZ_CASES", "3000"))
 
 
-def _run(lib: Path, batch: list[dict[str, Any]], *, standins: Path | None = None, preload: bool = False
-         ) -> list[Any]:  # fmt: skip
+def _run(lib: Path, batch: list[Any], *, standins: Path | None = None, preload: bool = False,
+         probe: str = "fuzz_probe", args: tuple[str, ...] = ()) -> list[Any]:  # fmt: skip
     env = probe_env(standins=standins, preload=preload)
-    proc = subprocess.run([sys.executable, "-m", "tests.realcudnn.fuzz_probe", str(lib)], input=json.dumps(batch),
+    proc = subprocess.run([sys.executable, "-m", f"tests.realcudnn.{probe}", str(lib), *args], input=json.dumps(batch),
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = proc.stdout.splitlines()
@@ -99,3 +99,38 @@ def test_the_preload_library_changes_nothing_the_real_library_answers(
 ) -> None:
     hooked = _run(_real_libcudnn(), batch, standins=standin_dir, preload=True)
     assert not _differences(batch, real, hooked), "\n".join(_differences(batch, real, hooked))
+
+
+# ---- the legacy API's descriptors: one tensor, filter and convolution per case (legacy_fuzz_probe.py) ----
+
+
+def _legacy_differences(batch: list[Any], want: list[Any], got: list[Any], shown: int = 5) -> list[str]:
+    out = []
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        if a != b:
+            k = next(j for j in range(len(a)) if a[j] != b[j])
+            call = (["create tensor", "create filter", "create convolution"] + batch[i])[k]
+            out.append(f"seed {SEED} legacy case {i}: {call}: real {a[k]}, host {b[k]}; case {json.dumps(batch[i])}")
+    return out[:shown] + ([f"... {len(out) - shown} more"] if len(out) > shown else [])
+
+
+@pytest.fixture(scope="module")
+def legacy_batch() -> list[Any]:
+    return legacy_cases(SEED, COUNT)
+
+
+def test_legacy_descriptors_answer_as_the_real_library(legacy_batch: list[Any], standin_dir: Path) -> None:
+    """Setters' statuses, and everything the getters read back (the output dimensions and sizes included) until a
+    Set is refused: what a descriptor holds after that is each library's own."""
+    real = _run(_real_libcudnn(), legacy_batch, standins=standin_dir, probe="legacy_fuzz_probe")
+    host = _run(_paths.HOST_CUDNN, legacy_batch, probe="legacy_fuzz_probe")
+    refused = sum(1 for result in real if None in result)
+    assert COUNT // 10 < refused < COUNT - COUNT // 10  # both refused and accepted sequences are compared
+    assert not _legacy_differences(legacy_batch, real, host), "\n".join(_legacy_differences(legacy_batch, real, host))
+
+
+def test_the_host_backend_survives_every_read_after_a_refused_set(legacy_batch: list[Any]) -> None:
+    """Where the real library divides by a zero it was refused but kept (a stride, a vector width), the host
+    backend answers: every getter after every refused Set, and the process lives."""
+    results = _run(_paths.HOST_CUDNN, legacy_batch, probe="legacy_fuzz_probe", args=("all",))
+    assert all(None not in result for result in results)

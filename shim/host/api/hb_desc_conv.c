@@ -110,8 +110,9 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolutionNdDescriptor(const cudnnConvolutionDe
                                                         cudnnDataType_t *computeType) {
     if (!hb_conv_ok(desc) || arrayLengthRequested < 0 || !arrayLength || !mode || !computeType)
         return CUDNN_STATUS_BAD_PARAM;
-    /* Every requested entry is filled (zeros past arrayLength), up to the descriptor's capacity. */
-    int copy = arrayLengthRequested < HB_CONV_MAX ? arrayLengthRequested : HB_CONV_MAX;
+    if (arrayLengthRequested > HB_CONV_MAX) return CUDNN_STATUS_NOT_SUPPORTED; /* as cuDNN 9.28 */
+    /* Every requested entry is filled (zeros past arrayLength). */
+    int copy = arrayLengthRequested;
     if (copy > 0 && (!padA || !strideA || !dilationA)) return CUDNN_STATUS_BAD_PARAM;
     *arrayLength = desc->len;
     for (int i = 0; i < copy; i++) {
@@ -135,11 +136,16 @@ static cudnnStatus_t output_dims(const struct cudnnConvolutionStruct *c, const s
     if (!hb_conv_ok(c) || !hb_tensor_ok(x) || !hb_filter_ok(w)) return CUDNN_STATUS_BAD_PARAM;
     if (x->nb < min_nb || w->nb != x->nb || c->len != x->nb - 2) return CUDNN_STATUS_BAD_PARAM;
     if ((int64_t)x->dim[1] != (int64_t)w->dim[1] * c->groups) return CUDNN_STATUS_BAD_PARAM;
+    /* A vectorized (NCHW_VECT_C) input takes a vectorized filter (cuDNN 9.28). */
+    if (x->vect > 1 && w->format != CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_BAD_PARAM;
     *nb = x->nb;
     out[0] = x->dim[0];
     out[1] = w->dim[0];
     *stage = 1;
     for (int i = 0; i < c->len; i++) {
+        /* A Set refused for a zero stride leaves it written, as cuDNN's does: the real library then divides by
+         * zero here (SIGFPE, 9.28); this one refuses the query. */
+        if (c->stride[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
         int64_t eff = (int64_t)(w->dim[i + 2] - 1) * c->dil[i] + 1;
         int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)c->pad[i] - eff;
         if (room < 0) return CUDNN_STATUS_BAD_PARAM;

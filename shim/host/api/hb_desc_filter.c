@@ -65,6 +65,7 @@ HB_EXPORT cudnnStatus_t cudnnGetFilter4dDescriptor(const cudnnFilterDescriptor_t
 HB_EXPORT cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t dataType,
                                                    cudnnTensorFormat_t format, int nbDims, const int filterDimA[]) {
     if (!hb_filter_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
+    if (!filter_dtype_ok((int)dataType)) return CUDNN_STATUS_BAD_PARAM; /* before the rank, as cuDNN */
     if (nbDims > CUDNN_DIM_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
     if (nbDims < 3 || !filterDimA) return CUDNN_STATUS_BAD_PARAM;
     return set_filter(desc, dataType, format, nbDims, filterDimA);

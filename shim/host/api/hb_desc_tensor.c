@@ -179,17 +179,23 @@ HB_EXPORT cudnnStatus_t cudnnGetTensor4dDescriptor(const cudnnTensorDescriptor_t
 HB_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, cudnnDataType_t dataType,
                                                    int nbDims, const int dimA[], const int strideA[]) {
     if (!hb_tensor_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
+    if (!tensor_dtype_ok((int)dataType)) return CUDNN_STATUS_BAD_PARAM; /* before the rank, as cuDNN */
     if (nbDims > CUDNN_DIM_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
     if (nbDims < 2 || !dimA || !strideA) return CUDNN_STATUS_BAD_PARAM;
-    if (!tensor_dtype_ok((int)dataType)) return CUDNN_STATUS_BAD_PARAM;
     return set_strided(desc, (int)dataType, nbDims, dimA, strideA);
 }
 
 HB_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptorEx(cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format,
                                                      cudnnDataType_t dataType, int nbDims, const int dimA[]) {
     if (!hb_tensor_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
+    /* Before the rank, as cuDNN 9.28: the type, the format, and NCHW_VECT_C's own rank. */
+    int f = (int)format;
+    if (!tensor_dtype_ok((int)dataType) || f < CUDNN_TENSOR_NCHW || f > CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_BAD_PARAM;
+    if (f == CUDNN_TENSOR_NCHW_VECT_C && nbDims > CUDNN_DIM_MAX && dimA && !vect_width(f, (int)dataType, dimA[1], 0))
+        return CUDNN_STATUS_BAD_PARAM; /* channels not a multiple of the vector width */
     if (nbDims > CUDNN_DIM_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
     if (nbDims < 2 || !dimA) return CUDNN_STATUS_BAD_PARAM;
+    if (f == CUDNN_TENSOR_NHWC && nbDims == 2 && dimA[0] != 1) return CUDNN_STATUS_BAD_PARAM; /* as cuDNN 9.28 */
     return set_formatted(desc, format, dataType, nbDims, dimA, 0);
 }
 
