@@ -46,11 +46,14 @@ def main() -> int:
         bridge.set_planner(lambda request, reply: 2)
     driver = G.Driver(Path(sys.argv[1]))
     n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
+    f, groups = spec.get("filt", 3), spec.get("groups", 1)
     rng = np.random.default_rng(spec.get("seed", 0))
+    params = T.ConvParams.make(2, pad=spec.get("pad", 1), stride=spec.get("stride", 1), dilation=spec.get("dil", 1),
+                               groups=groups)  # fmt: skip
     x = device_like(rng.uniform(-1, 1, (n, c, s, s)).astype(np.float32))
-    w = device_like(rng.uniform(-1, 1, (k, c, 3, 3)).astype(np.float32))
-    y = device_like(rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32))
-    params = T.ConvParams.make(2, pad=1)
+    w = device_like(rng.uniform(-1, 1, (k, c // groups, f, f)).astype(np.float32))
+    y_shape = T.output_shape(x.shape, w.shape, params)
+    y = device_like(rng.uniform(-1, 1, y_shape).astype(np.float32))
     fused = None
     if spec.get("fused"):
         z = device_like(rng.uniform(-1, 1, (n, k, s, s)).astype(np.float32))
