@@ -190,7 +190,8 @@ HB_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptorEx(cudnnTensorDescriptor_t des
     if (!hb_tensor_ok(desc)) return CUDNN_STATUS_BAD_PARAM;
     /* Before the rank, as cuDNN 9.28: the type, the format, and NCHW_VECT_C's own rank. */
     int f = (int)format;
-    if (!tensor_dtype_ok((int)dataType) || f < CUDNN_TENSOR_NCHW || f > CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_BAD_PARAM;
+    if (!tensor_dtype_ok((int)dataType) || f < CUDNN_TENSOR_NCHW || f > CUDNN_TENSOR_NCHW_VECT_C)
+        return CUDNN_STATUS_BAD_PARAM;
     if (f == CUDNN_TENSOR_NCHW_VECT_C && nbDims > CUDNN_DIM_MAX && dimA && !vect_width(f, (int)dataType, dimA[1], 0))
         return CUDNN_STATUS_BAD_PARAM; /* channels not a multiple of the vector width */
     if (nbDims > CUDNN_DIM_MAX) return CUDNN_STATUS_NOT_SUPPORTED;

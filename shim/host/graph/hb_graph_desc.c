@@ -109,6 +109,7 @@ cudnnStatus_t hb_tensor_finalize(hb_bd *d) {
      * BOOLEAN, FP8) and too little for wider ones; one set to 0 or below is refused. */
     int64_t align = (t->set & HB_T_ALIGN) ? t->align : 1;
     if (align <= 0 || align % (int64_t)es != 0) return CUDNN_STATUS_BAD_PARAM;
+    t->align = align; /* what execution checks pointers against (hb_graph_exec.c) */
     t->finalized = 1;
     return CUDNN_STATUS_SUCCESS;
 }
