@@ -509,6 +509,7 @@ for m in (0, 1, 2, 3, 4, -1):
 for g in (1, 2, 0, -1, 1 << 20):
     CASES[f"set group count {g}"] = conv_setter("cudnnSetConvolutionGroupCount", g)
 P2 = ((0, 0), (1, 1), (1, 1))
+P3 = ((1, 1, 1), (1, 1, 1), (1, 1, 1))
 for name, fn in {
     "basic": out_dims(P2, (2, 3, 8, 8), (4, 3, 3, 3)),
     "pad stride dilation": out_dims(((1, 2), (2, 3), (2, 1)), (2, 3, 9, 10), (4, 3, 3, 3)),
@@ -532,6 +533,13 @@ for name, fn in {
     "groups not dividing K": out_dims(P2, (2, 4, 8, 8), (5, 2, 3, 3), groups=2),
     "groups filter C mismatch": out_dims(P2, (2, 4, 8, 8), (6, 4, 3, 3), groups=2),
     "NHWC filter": out_dims(((1, 1), (1, 1), (1, 1)), (2, 3, 8, 8), (4, 3, 3, 3), wfmt=1),
+    # Only the dims asked for are checked, and a failure leaves those computed before it (test_fuzz_parity.py).
+    "5-D last filter too big, requested 4": out_dims(P3, (2, 4, 8, 8, 8), (8, 4, 1, 8, 100), nb=4),
+    "5-D last filter too big": out_dims(P3, (2, 4, 8, 8, 8), (8, 4, 1, 8, 100)),
+    "5-D middle filter too big": out_dims(P3, (2, 4, 8, 8, 8), (8, 4, 1, 100, 1)),
+    # An INT8x4 (NCHW_VECT_C) filter's channels count in vectors of 4 against a plain input's.
+    "vectorized filter, plain input": out_dims(P2, (2, 8, 6, 6), (4, 8, 3, 3), wdt=5, wfmt=2),
+    "vectorized filter, 2 channels": out_dims(P2, (2, 2, 6, 6), (4, 8, 3, 3), wdt=5, wfmt=2),
     **{f"requested {nb}": out_dims(P2, (2, 3, 8, 8), (4, 3, 3, 3), nb=nb) for nb in (2, 3, 5, 9, -1)},
 }.items():
     CASES[f"output dims {name}"] = fn

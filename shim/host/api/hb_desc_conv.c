@@ -126,23 +126,27 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolutionNdDescriptor(const cudnnConvolutionDe
 }
 
 /*
- * Output dims of conv(x, w) into out[0..nb) (the 2-D query wants rank 4 or more, the Nd one 3); the stage
- * reached tells the callers what they may write, the way cuDNN leaves its outputs: 0 = nothing valid,
- * 1 = N and K only, 2 = everything.
+ * Output dims of conv(x, w) into out[0..nb) (the 2-D query wants rank 4 or more, the Nd one 3);
+ * `valid` tells the callers how many leading entries they may write, the way cuDNN leaves its outputs: none when
+ * the descriptors do not agree, else N, K and each spatial extent up to the first that fails.
  */
 static cudnnStatus_t output_dims(const struct cudnnConvolutionStruct *c, const struct cudnnTensorStruct *x,
-                                 const struct cudnnFilterStruct *w, int min_nb, int *nb, int64_t *out, int *stage) {
-    *stage = 0;
+                                 const struct cudnnFilterStruct *w, int min_nb, int want, int *nb, int64_t *out,
+                                 int *valid) {
+    *valid = 0;
     if (!hb_conv_ok(c) || !hb_tensor_ok(x) || !hb_filter_ok(w)) return CUDNN_STATUS_BAD_PARAM;
     if (x->nb < min_nb || w->nb != x->nb || c->len != x->nb - 2) return CUDNN_STATUS_BAD_PARAM;
-    if ((int64_t)x->dim[1] != (int64_t)w->dim[1] * c->groups) return CUDNN_STATUS_BAD_PARAM;
-    /* A vectorized (NCHW_VECT_C) input takes a vectorized filter (cuDNN 9.28). */
-    if (x->vect > 1 && w->format != CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_BAD_PARAM;
+    /* Channels are compared in vectors where a side is NCHW_VECT_C, as cuDNN 9.28 compares them (an input of 4
+     * channels in vectors of 4 matches a plain filter of 1 channel). */
+    int64_t w_vect = w->format != CUDNN_TENSOR_NCHW_VECT_C ? 1 : w->dtype == HB_DATA_INT8x32 ? 32 : 4;
+    if ((int64_t)x->dim[1] / x->vect != (int64_t)w->dim[1] / w_vect * c->groups) return CUDNN_STATUS_BAD_PARAM;
     *nb = x->nb;
     out[0] = x->dim[0];
     out[1] = w->dim[0];
-    *stage = 1;
-    for (int i = 0; i < c->len; i++) {
+    *valid = 2;
+    /* Only the `want` dimensions asked for are computed, and checked: cuDNN 9.28 answers the first four of a 3-D
+     * problem whose last filter extent exceeds its input. */
+    for (int i = 0; i < c->len && i + 2 < want; i++) {
         /* A Set refused for a zero stride leaves it written, as cuDNN's does: the real library then divides by
          * zero here (SIGFPE, 9.28); this one refuses the query. */
         if (c->stride[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
@@ -150,8 +154,8 @@ static cudnnStatus_t output_dims(const struct cudnnConvolutionStruct *c, const s
         int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)c->pad[i] - eff;
         if (room < 0) return CUDNN_STATUS_BAD_PARAM;
         out[i + 2] = room / c->stride[i] + 1;
+        *valid = i + 3;
     }
-    *stage = 2;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -161,17 +165,11 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolu
                                                               int *c, int *h, int *w) {
     if (!n || !c || !h || !w) return CUDNN_STATUS_BAD_PARAM;
     *n = *c = *h = *w = 0;
-    int nb = 0, stage;
+    int nb = 0, valid;
     int64_t out[CUDNN_DIM_MAX];
-    cudnnStatus_t st = output_dims(desc, inputDesc, filterDesc, 4, &nb, out, &stage);
-    if (stage >= 1) {
-        *n = (int)out[0];
-        *c = (int)out[1];
-    }
-    if (stage == 2) {
-        *h = (int)out[2];
-        *w = (int)out[3];
-    }
+    cudnnStatus_t st = output_dims(desc, inputDesc, filterDesc, 4, 4, &nb, out, &valid);
+    int *dst[4] = {n, c, h, w};
+    for (int i = 0; i < valid && i < 4; i++) *dst[i] = (int)out[i];
     return st;
 }
 
@@ -181,11 +179,10 @@ HB_EXPORT cudnnStatus_t cudnnGetConvolutionNdForwardOutputDim(const cudnnConvolu
                                                               int tensorOuputDimA[]) {
     if (!tensorOuputDimA || !hb_tensor_ok(inputDesc)) return CUDNN_STATUS_BAD_PARAM;
     if (nbDims < 0 || nbDims > inputDesc->nb) return CUDNN_STATUS_BAD_PARAM;
-    int nb = 0, stage;
+    int nb = 0, valid;
     int64_t out[CUDNN_DIM_MAX];
-    cudnnStatus_t st = output_dims(desc, inputDesc, filterDesc, 3, &nb, out, &stage);
-    int upto = stage == 2 ? nbDims : stage == 1 ? (nbDims < 2 ? nbDims : 2) : 0;
-    for (int i = 0; i < upto; i++) tensorOuputDimA[i] = (int)out[i];
+    cudnnStatus_t st = output_dims(desc, inputDesc, filterDesc, 3, nbDims, &nb, out, &valid);
+    for (int i = 0; i < valid && i < nbDims; i++) tensorOuputDimA[i] = (int)out[i];
     return st;
 }
 
