@@ -62,10 +62,8 @@ cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct c
     if (x->dim[1] != (int64_t)w->dim[1] * groups || w->dim[0] % groups != 0) return CUDNN_STATUS_BAD_PARAM;
     if (y->dim[0] != x->dim[0] || y->dim[1] != w->dim[0]) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < nb - 2; i++) {
-        if (conv->stride[i] <= 0) return CUDNN_STATUS_BAD_PARAM; /* left written by a refused Set */
-        int64_t eff = (int64_t)(w->dim[i + 2] - 1) * conv->dil[i] + 1;
-        int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)conv->pad[i] - eff;
-        if (room < 0 || y->dim[i + 2] != room / conv->stride[i] + 1) return CUDNN_STATUS_BAD_PARAM;
+        int64_t extent = hb_conv_out_extent(conv, x, w, i);
+        if (extent < 0 || y->dim[i + 2] != extent) return CUDNN_STATUS_BAD_PARAM;
     }
 
     /* Well-formed from here on; what follows is what this backend does not compute. */

@@ -87,6 +87,21 @@ static inline int hb_conv_ok(const struct cudnnConvolutionStruct *c) { return c 
 static inline int hb_act_ok(const struct cudnnActivationStruct *a) { return a && a->magic == HB_MAGIC_ACT; }
 static inline int hb_handle_ok(const struct cudnnContext *h) { return h && h->magic == HB_MAGIC_HANDLE; }
 
+/* A convolution's output extent along one spatial dimension (`pads`: both sides together), or -1 where there is
+ * none: a filter wider than the padded input, or a stride at zero or below (a refused legacy Set leaves one written,
+ * and cuDNN's own output-dimension query then divides by it: SIGFPE, 9.28). */
+static inline int64_t hb_out_extent(int64_t in, int64_t filt, int64_t pads, int64_t stride, int64_t dil) {
+    if (stride <= 0) return -1;
+    int64_t room = in + pads - ((filt - 1) * dil + 1);
+    return room < 0 ? -1 : room / stride + 1;
+}
+
+/* hb_out_extent of spatial dimension i of conv(x, w) on the legacy descriptors (symmetric padding). */
+static inline int64_t hb_conv_out_extent(const struct cudnnConvolutionStruct *c, const struct cudnnTensorStruct *x,
+                                         const struct cudnnFilterStruct *w, int i) {
+    return hb_out_extent(x->dim[i + 2], w->dim[i + 2], 2 * (int64_t)c->pad[i], c->stride[i], c->dil[i]);
+}
+
 /*
  * Build the checked problem of `op` from the descriptors. Malformed input (NULL or unset descriptors,
  * mismatched types or shapes, groups not dividing C/K) -> CUDNN_STATUS_BAD_PARAM; well-formed but outside

@@ -147,13 +147,8 @@ static cudnnStatus_t output_dims(const struct cudnnConvolutionStruct *c, const s
     /* Only the `want` dimensions asked for are computed, and checked: cuDNN 9.28 answers the first four of a 3-D
      * problem whose last filter extent exceeds its input. */
     for (int i = 0; i < c->len && i + 2 < want; i++) {
-        /* A Set refused for a zero stride leaves it written, as cuDNN's does: the real library then divides by
-         * zero here (SIGFPE, 9.28); this one refuses the query. */
-        if (c->stride[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
-        int64_t eff = (int64_t)(w->dim[i + 2] - 1) * c->dil[i] + 1;
-        int64_t room = (int64_t)x->dim[i + 2] + 2 * (int64_t)c->pad[i] - eff;
-        if (room < 0) return CUDNN_STATUS_BAD_PARAM;
-        out[i + 2] = room / c->stride[i] + 1;
+        out[i + 2] = hb_conv_out_extent(c, x, w, i);
+        if (out[i + 2] < 0) return CUDNN_STATUS_BAD_PARAM;
         *valid = i + 3;
     }
     return CUDNN_STATUS_SUCCESS;

@@ -362,10 +362,9 @@ static int conv_shapes_ok(const hb_gop *o) {
     int64_t groups = x->dim[1] / w->dim[1];
     if (groups < 1 || w->dim[0] % groups != 0) return 0;
     if (y->dim[0] != x->dim[0] || y->dim[1] != w->dim[0]) return 0;
-    for (int64_t i = 0; i < c->nsp; i++) {
-        int64_t eff = (w->dim[i + 2] - 1) * c->v[0][i] + 1;
-        int64_t room = x->dim[i + 2] + c->v[2][i] + c->v[3][i] - eff;
-        if (room < 0 || y->dim[i + 2] != room / c->v[1][i] + 1) return 0;
+    for (int64_t i = 0; i < c->nsp; i++) { /* v: dilations, strides, pre- and post-paddings */
+        int64_t extent = hb_out_extent(x->dim[i + 2], w->dim[i + 2], c->v[2][i] + c->v[3][i], c->v[1][i], c->v[0][i]);
+        if (extent < 0 || y->dim[i + 2] != extent) return 0;
     }
     return 1;
 }
