@@ -14,13 +14,12 @@ The interpreter comes from UCUDNN_TEST_TORCH_PYTHON (`.ci/run` makes one: torch=
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.preload.conftest import preload_build
 
-from ._linker import framework_python, run_probe
+from ._linker import Run, framework_python, run_probe
 
 pytestmark = pytest.mark.realclient
 
@@ -28,7 +27,7 @@ TORCH_INSTALL = "python -m venv build/torch-client && build/torch-client/bin/pip
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Run]:
     python = framework_python("UCUDNN_TEST_TORCH_PYTHON", "import torch; print(torch.version.cuda)", TORCH_INSTALL)
     folder = tmp_path_factory.mktemp("pytorch")
 
@@ -37,13 +36,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     alone = run_probe(python, "tests.frameworks.torch_probe", folder / "alone", under=False, binder=torch_library)
     under = run_probe(python, "tests.frameworks.torch_probe", folder / "under", under=True, binder=torch_library)
-    return {"alone": (alone.result, alone.bindings), "under": (under.result, under.bindings), "stats": under.stats}
+    return alone, under
 
 
-def test_pytorch_binds_each_hooked_cudnn_function_it_references_to_the_preload_library(runs: dict[str, Any]) -> None:
-    alone, alone_bindings = runs["alone"]
-    _, under_bindings = runs["under"]
-    (torch_cudnn,) = alone["libcudnn"]  # NVIDIA's library, from the nvidia-cudnn wheel beside torch
+def test_pytorch_binds_each_hooked_cudnn_function_it_references_to_the_preload_library(runs: tuple[Run, Run]) -> None:
+    alone, under = runs
+    alone_bindings, under_bindings = alone.bindings, under.bindings
+    (torch_cudnn,) = alone.result["libcudnn"]  # NVIDIA's library, from the nvidia-cudnn wheel beside torch
     hooks = set(preload_build().hook_names())
     assert set(alone_bindings) == set(under_bindings)
     referenced = {name for _, name in alone_bindings}
@@ -62,10 +61,10 @@ def test_pytorch_binds_each_hooked_cudnn_function_it_references_to_the_preload_l
             assert target == torch_cudnn, f"{name} is bound to {target}"
 
 
-def test_pytorch_runs_as_alone_and_the_hooks_reach_the_cudnn_it_loaded(runs: dict[str, Any]) -> None:
-    alone, _ = runs["alone"]
-    under, _ = runs["under"]
-    stats = runs["stats"]
+def test_pytorch_runs_as_alone_and_the_hooks_reach_the_cudnn_it_loaded(runs: tuple[Run, Run]) -> None:
+    alone, under = runs[0].result, runs[1].result
+    stats = runs[1].stats
+    assert stats is not None
     assert alone["torch_cuda"] and not alone["cuda_available"] and not alone["preloaded"] and under["preloaded"]
     for key in ("torch", "cudnn_version", "train_digest", "libcudnn", "libcudnn_after"):
         assert under[key] == alone[key], key
@@ -84,9 +83,8 @@ def test_pytorch_runs_as_alone_and_the_hooks_reach_the_cudnn_it_loaded(runs: dic
     assert stats["dlsym_hooked"] >= 4  # create, set, finalize, destroy, looked up on torch's handle
 
 
-def test_pytorch_still_names_the_variable_that_selects_its_legacy_path(runs: dict[str, Any]) -> None:
+def test_pytorch_still_names_the_variable_that_selects_its_legacy_path(runs: tuple[Run, Run]) -> None:
     """`ucudnn run --torch-api legacy` sets TORCH_CUDNN_V8_API_DISABLED=1: a PyTorch whose binary no longer names
     it would stay on the graph path, and the option would do nothing."""
-    alone, _ = runs["alone"]
-    binary = (Path(alone["torch_lib"]) / "libtorch_cuda.so").read_bytes()
+    binary = (Path(runs[0].result["torch_lib"]) / "libtorch_cuda.so").read_bytes()
     assert b"TORCH_CUDNN_V8_API_DISABLED\0" in binary

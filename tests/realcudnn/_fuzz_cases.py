@@ -16,6 +16,7 @@ import random
 from typing import Any
 
 from ucudnn import _abi as H
+from ucudnn.graph_api import packed_strides
 
 TENSOR = H.CUDNN_BACKEND_TENSOR_DESCRIPTOR
 CONV = H.CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR
@@ -60,10 +61,7 @@ def value(typ: int, r: random.Random) -> Any:
 
 
 def tensor(dims: list[int], uid: int, dtype: int = 0) -> Case:
-    strides = [1] * len(dims)
-    for k in range(len(dims) - 2, -1, -1):
-        strides[k] = strides[k + 1] * dims[k + 1]
-    steps = [["set", 901, DATA_TYPE, [dtype]], ["set", 902, INT64, dims], ["set", 903, INT64, strides],
+    steps = [["set", 901, DATA_TYPE, [dtype]], ["set", 902, INT64, dims], ["set", 903, INT64, packed_strides(dims)],
              ["set", 906, INT64, [uid]], ["set", 900, INT64, [16]], ["finalize"]]  # fmt: skip
     return {"kind": TENSOR, "steps": steps}
 
@@ -97,12 +95,11 @@ def well_formed(kind: int, r: random.Random) -> Case:
         pad, stride, dil, f = r.choice([0, 1]), r.choice([1, 2]), r.choice([1, 2]), r.choice([1, 3])
         p = (h + 2 * pad - dil * (f - 1) - 1) // stride + 1
         x, w, y = tensor([n, c, h, h], 1), tensor([k, c, f, f], 2), tensor([n, k, p, p], 3)
-        base = ATTRS[kind]
-        a = min(base)
-        # the frontend's tensor roles: forward W X Y, backward data W DX DY, backward filter DW X DY
-        roles = {OP_FWD: [1, 0, 2], OP_BWD_DATA: [1, 0, 2], OP_BWD_FILTER: [1, 0, 2]}[kind]
+        a = min(ATTRS[kind])
+        # after alpha, beta and the convolution, the tensors in the parts w, x, y: forward W X Y, backward data
+        # W DX DY, backward filter DW X DY
         steps = [["set", a, FLOAT, [1.0]], ["set", a + 1, FLOAT, [0.0]], ["set", a + 2, DESC, [3]]]
-        steps += [["set", a + 3 + i, DESC, [role]] for i, role in enumerate(roles)]
+        steps += [["set", a + 3 + i, DESC, [part]] for i, part in enumerate([1, 0, 2])]
         case = {"kind": kind, "parts": [x, w, y, convolution(2, pad, stride, dil)], "steps": steps}
     case["steps"] = [s for s in case["steps"] if s[0] != "finalize"]
     return case
@@ -128,8 +125,7 @@ def mutate(kind: int, case: Case, r: random.Random) -> Case:
             typ = ATTRS[kind].get(name, r.choice(TYPES))
             if typ == DESC:  # (a part of another kind than the attribute's crashes the real library's Finalize)
                 continue
-            else:
-                vals = [value(typ, r) for _ in range(r.choice([1, 2, 4]))]
+            vals = [value(typ, r) for _ in range(r.choice([1, 2, 4]))]
             steps.insert(r.randrange(len(steps) + 1), ["set", name, typ, vals])
         elif op == 5 and steps:
             steps.insert(r.randrange(len(steps) + 1), list(steps[i]))

@@ -90,15 +90,15 @@ def test_the_cases_reach_past_creation(batch: list[dict[str, Any]], real: list[A
 
 
 def test_the_host_backend_answers_as_the_real_library(batch: list[dict[str, Any]], real: list[Any]) -> None:
-    host = _run(_paths.HOST_CUDNN, batch)
-    assert not _differences(batch, real, host), "\n".join(_differences(batch, real, host))
+    differences = _differences(batch, real, _run(_paths.HOST_CUDNN, batch))
+    assert not differences, "\n".join(differences)
 
 
 def test_the_preload_library_changes_nothing_the_real_library_answers(
     batch: list[dict[str, Any]], real: list[Any], standin_dir: Path
 ) -> None:
-    hooked = _run(_real_libcudnn(), batch, standins=standin_dir, preload=True)
-    assert not _differences(batch, real, hooked), "\n".join(_differences(batch, real, hooked))
+    differences = _differences(batch, real, _run(_real_libcudnn(), batch, standins=standin_dir, preload=True))
+    assert not differences, "\n".join(differences)
 
 
 # ---- the legacy API's descriptors: one tensor, filter and convolution per case (legacy_fuzz_probe.py) ----
@@ -126,7 +126,8 @@ def test_legacy_descriptors_answer_as_the_real_library(legacy_batch: list[Any], 
     host = _run(_paths.HOST_CUDNN, legacy_batch, probe="legacy_fuzz_probe")
     refused = sum(1 for result in real if None in result)
     assert COUNT // 10 < refused < COUNT - COUNT // 10  # both refused and accepted sequences are compared
-    assert not _legacy_differences(legacy_batch, real, host), "\n".join(_legacy_differences(legacy_batch, real, host))
+    differences = _legacy_differences(legacy_batch, real, host)
+    assert not differences, "\n".join(differences)
 
 
 def test_the_host_backend_survives_every_read_after_a_refused_set(legacy_batch: list[Any]) -> None:
