@@ -38,6 +38,10 @@ def main(database: str, how: str) -> int:
         raise SystemExit(5)
 
     signal.signal(signal.SIGUSR1, exit_handler)
+    # Ctrl-C raises KeyboardInterrupt, as in a program started from a terminal. Python installs that handler only
+    # where SIGINT was not ignored at its start, and a background job of a non-interactive shell (a CI runner's
+    # `cmd &`) starts with SIGINT ignored: the signal would then do nothing at all, whatever ucudnn does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     bridge.benchmark = interrupted_benchmark
     b = HostBackend(host_timing="model")
     bridge.set_option("UCUDNN_DEFAULT_WORKSPACE_LIMIT", "1MiB")
