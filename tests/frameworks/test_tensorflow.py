@@ -148,8 +148,10 @@ def test_tensorflow_stubs_load_the_host_backend_and_compute_the_reference(stub_r
     stubs = alone["stubs"]
     assert Path(stubs).name == STUBS
     assert set(alone["definitions"].values()) == {stubs}  # every name, hooked or not, is TensorFlow's stub
+    host = [str(_paths.HOST_CUDNN.resolve())]
     assert alone["loaded_before"] == []  # no cuDNN until the first call...
-    assert alone["libcudnn"] == [str(_paths.HOST_CUDNN.resolve())]  # ...then the one TensorFlow's loader found
+    assert alone["first_call"] == {"status": 0, "loaded": host}  # ...then the one TensorFlow's loader found
+    assert alone["libcudnn"] == host
     a = stub_runs["alone"].arrays
     params = T.ConvParams.make(2, pad=1)
     T.assert_close(a["legacy_fwd"], T.conv_forward(a["x"], a["w"], params), np.float32, "forward")
@@ -171,6 +173,9 @@ def test_under_ucudnn_the_hooks_forward_to_tensorflows_stubs(stub_runs: dict[str
         hooked = {n: "libucudnn.so" for n in ("cudnnConvolutionForward", "cudnnBackendExecute")}
         assert {n: Path(p).name for n, p in run.result["definitions"].items()} == {"cudnnCreate": STUBS, **hooked}
         assert run.result["libcudnn"] == alone["libcudnn"], name  # one cuDNN, loaded by TensorFlow's loader
+        # The process's first cuDNN call is a hooked one: the hook found TensorFlow's stub (RTLD_NEXT), which
+        # loaded cuDNN as it does alone; nothing was missing.
+        assert run.result["first_call"] == alone["first_call"] and stats["missing_real"] == 0, stats
         assert os.path.realpath(stats["real_library"]) == alone["stubs"], stats["real_library"]
         assert stats["real_version"] == alone["version"]
         assert stats["calls"] == 3 and stats["graph_executes"] == 1 and stats["passthrough"] == 0, stats

@@ -9,6 +9,7 @@ LD_LIBRARY_PATH) and forwards through ``dlsym``. Under the preload library each 
 forwards to the next definition, TensorFlow's stub: hook, stub, TensorFlow's loader, cuDNN, the chain a GPU run of
 TensorFlow takes.
 
+- First, a hooked call (``cudnnBackendCreateDescriptor``), before any stub has loaded cuDNN.
 - Legacy API, the three operations, chosen as a framework chooses: the first ``Get*_v7`` row whose workspace fits
   MEMORY_BYTES, the size ``Get*WorkspaceSize`` gives for it, the call.
 - Graph API: a forward convolution with the engine whose workspace grows with N (the host backend's engine 2), its
@@ -34,7 +35,7 @@ import numpy.typing as npt
 import tensorflow as tf  # after its log level; loads TensorFlow's libraries as TensorFlow does
 
 from ucudnn import cudnn as C
-from ucudnn.graph_api import Backend, ConvGraph
+from ucudnn.graph_api import TENSOR, Backend, ConvGraph
 
 N, CH, K, S = 16, 32, 64, 16
 GRAPH_ENGINE = 2  # forward im2col + GEMM: its workspace grows with N
@@ -69,6 +70,13 @@ def main() -> int:
     scope = ctypes.CDLL(None)  # the global scope, as TensorFlow's PLT binds
     lib = C.Cudnn(scope)
     loaded_before = mapped_libcudnn()  # nothing: the stubs load cuDNN at their first call
+    # The first call is a hooked one (TensorFlow's is cudnnCreate's or cudnnGetVersion's, which are not): under the
+    # preload library its stub runs behind the hook, before any stub has loaded cuDNN.
+    api = Backend(scope)
+    first_status, first = api.create_status(TENSOR)
+    first_loaded = mapped_libcudnn()
+    if first_status == 0:
+        scope.cudnnBackendDestroyDescriptor(first)
     handle = lib.handle()
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (N, CH, S, S)).astype(np.float32)
@@ -92,7 +100,6 @@ def main() -> int:
         np.save(out / f"legacy_{op.name.lower()}.npy", result)
         legacy[op.name.lower()] = {"algo": int(algo), "workspace": size}
 
-    api = Backend(scope)
     graph = ConvGraph(api, handle.ptr or 0, "fwd", x.shape, w.shape, dy.shape, (1, 1), (1, 1), GRAPH_ENGINE)
     y = np.zeros_like(dy)
     scratch = np.zeros(max(graph.workspace_bytes, 1), np.uint8)
@@ -107,6 +114,7 @@ def main() -> int:
                 "stubs": str(stubs.resolve()),
                 "definitions": {name: defined_in(scope, name) for name in DEFINITIONS},
                 "loaded_before": loaded_before,
+                "first_call": {"status": first_status, "loaded": first_loaded},
                 "libcudnn": mapped_libcudnn(),
                 "version": lib.version(),
                 "legacy": legacy,

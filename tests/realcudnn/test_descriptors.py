@@ -7,6 +7,7 @@ library and the host backend, which share the soname libcudnn.so.9, never meet i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,17 @@ FORMATS = {0: "nchw", 1: "nhwc"}
 MATHS = {0: "default", 1: "tensor_op", 2: "tensor_op_allow_conversion", 3: "fma"}
 
 
+# A libcudnn.so.9 to test instead of the wheel's on sys.path: another release (`.ci/run` runs this tier a second time
+# on the one the pinned torch ships), in a folder laid out as the wheel's (lib/ beside include/).
+REAL_CUDNN_VAR = "UCUDNN_TEST_REAL_CUDNN"
+
+
 def _real_libcudnn() -> Path:
+    named = os.environ.get(REAL_CUDNN_VAR)
+    if named:
+        if not Path(named).is_file():
+            pytest.fail(f"{REAL_CUDNN_VAR}={named}: no such file", pytrace=False)
+        return Path(named)
     searched = []
     for entry in sys.path:
         candidate = Path(entry or ".") / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
