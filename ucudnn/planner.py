@@ -37,10 +37,12 @@ from ucudnn.optimizer import (
     parse_policy,
 )
 
-__all__ = ["CALL_COST", "Benchmark", "NetworkKernel", "PlanRequest", "Planner"]
+__all__ = ["CALL_COST", "MAX_MICRO_BATCHES", "Benchmark", "NetworkKernel", "PlanRequest", "Planner"]
 
 # The device fact the planner keeps: the host time of one cuDNN call, in ms.
 CALL_COST = "call_cost_ms"
+# The most micro-batches a plan may have: UCUDNN_MAX_MICRO_BATCHES of ucudnn.h, what the shim's reply holds.
+MAX_MICRO_BATCHES = 4096
 
 log = get_logger("planner")
 
@@ -131,6 +133,12 @@ def _optimize(
         policy=policy,
         deterministic_only=deterministic_only,
     )
+
+
+def _plannable_sizes(batch: int, policy: BatchSizePolicy) -> tuple[int, ...]:
+    """The policy's micro-batch sizes of at least batch / MAX_MICRO_BATCHES: a plan of such parts has at most
+    MAX_MICRO_BATCHES of them (and the undivided size is always one)."""
+    return tuple(b for b in candidate_batch_sizes(batch, policy) if b * MAX_MICRO_BATCHES >= batch)
 
 
 def _capped(settings: _policy.WorkspacePolicy, key: str, op: int | None, workspace_limit_bytes: int) -> int:
@@ -287,7 +295,7 @@ class Planner:
                 cached = PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan")
                 return self._checked(pk, cached, floor, req.algo_count)
 
-        sizes = candidate_batch_sizes(req.batch, pol)
+        sizes = _plannable_sizes(req.batch, pol)
         measured = self._measure(
             req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor, workspace_limit_bytes
         )
@@ -417,7 +425,7 @@ class Planner:
         settings = self._settings()
         deterministic = bool(deterministic_only) or settings.deterministic_only
         workspace_limit_bytes = _capped(settings, kernel.key, kernel.op, workspace_limit_bytes)
-        sizes = candidate_batch_sizes(kernel.batch, pol)
+        sizes = _plannable_sizes(kernel.batch, pol)
         floor = self.call_cost_ms(backend_id)
         measured = self._measure(
             kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor, workspace_limit_bytes

@@ -14,7 +14,7 @@
 
 #define UC_MAXD CUDNN_DIM_MAX
 /* Most micro-batches a plan may have (the reply's capacity): planning storage never grows with N. */
-#define UC_MAX_MICRO 4096
+#define UC_MAX_MICRO UCUDNN_MAX_MICRO_BATCHES
 
 /* ---- kernel keys and descriptors (uc_key.c) ---- */
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ucudnn
-from ucudnn import bridge
+from ucudnn import bridge, planner
 from ucudnn.bridge import ffi, lib
 
 from .conftest import ROOT
@@ -27,6 +27,7 @@ def test_struct_layout_matches_cudnn_perf() -> None:
     assert ffi.offsetof("ucudnn_perf", "determinism") == 24
     assert ffi.offsetof("ucudnn_perf", "math_type") == 28
     assert lib.UCUDNN_ABI_VERSION == bridge.ABI_VERSION == 2
+    assert lib.UCUDNN_MAX_MICRO_BATCHES == planner.MAX_MICRO_BATCHES  # no plan the shim cannot hold
 
 
 def test_without_shim_every_call_says_so() -> None:

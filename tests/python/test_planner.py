@@ -11,7 +11,7 @@ import pytest
 
 from ucudnn.cache import Cache, PlanKey, Unallocated, Verdict
 from ucudnn.optimizer import AlgoPerf, Status
-from ucudnn.planner import NetworkKernel, Planner
+from ucudnn.planner import MAX_MICRO_BATCHES, NetworkKernel, Planner
 from ucudnn.policy import KernelOverride, WorkspacePolicy
 
 KEY = "fwd|float|x=?x64x28x28|w=128x64x3x3|pad=1,1|str=1,1|dil=1,1|g=1"
@@ -109,6 +109,20 @@ def test_rows_measured_under_a_large_limit_serve_a_smaller_one() -> None:
     assert bench.calls == [16, 8, 4, 2, 1]
     assert small.plan.workspace_bytes <= 2 * MiB
     assert steps(small) == [(1, 2)] * 16
+
+
+def test_a_plan_never_has_more_micro_batches_than_the_shim_holds() -> None:
+    """At N = 65536 under 32 MiB, 65536 calls of one sample with algo 2 would be fastest by the table; a plan holds
+    at most MAX_MICRO_BATCHES (4096) of them, so sizes below 16 are not even measured (the shim refused such a
+    plan, and the call ran undivided: an extreme-size fuzz case found it)."""
+    planner, bench = Planner(), Recorded()
+    result = plan(planner, bench, batch=65536, workspace_limit_bytes=32 * MiB)
+    assert min(bench.calls) == 65536 // MAX_MICRO_BATCHES == 16
+    assert steps(result) == [(16, 2)] * MAX_MICRO_BATCHES
+    kernel = NetworkKernel(KEY, 65536, 8, bench)
+    front = planner.kernel_front(kernel, backend_id=BACKEND, workspace_limit_bytes=32 * MiB, policy="powerOfTwo")
+    assert front and all(len(p.micro_batches) <= MAX_MICRO_BATCHES for p in front)
+    assert min(bench.calls) == 16
 
 
 def test_micro_batch_sizes_are_shared_across_mini_batch_sizes() -> None:

@@ -55,8 +55,12 @@ typedef struct {
     void *bench_ctx;               /* opaque; pass to ucudnn_benchmark during this request only */
 } ucudnn_plan_request;
 
-/* The planner's answer: written into caller-provided storage (capacity = min(batch, 4096) micro-batches: a plan
- * of more calls than that is never worth their per-call cost, and storage never grows with N). */
+/* The most micro-batches a plan may have: a plan of more calls than that is never worth their per-call cost, and
+ * the shim's storage for a plan never grows with N. ucudnn's planner never proposes more. */
+#define UCUDNN_MAX_MICRO_BATCHES 4096
+
+/* The planner's answer: written into caller-provided storage (capacity: at least min(batch,
+ * UCUDNN_MAX_MICRO_BATCHES) micro-batches). */
 typedef struct {
     int count;                     /* micro-batches written to `micro_batches` */
     int capacity;                  /* set by the shim */
