@@ -36,7 +36,8 @@ class Var:
     default: str
     doc: str
     choices: tuple[str, ...] = ()
-    # Who reads it: "shim" (the preload library), "python", "host" (the host backend), in any combination.
+    # Who reads it: "shim" (the preload library), "python", "host" (the host backend), in any combination; or
+    # "build" alone (the native build, shim/build/native.py).
     readers: tuple[str, ...] = ("shim", "python")
     # STRING only: a POSIX extended regular expression the whole (trimmed) value must match, valid for both
     # Python's re and C's regcomp, and the accepted values in words for the message.
@@ -227,6 +228,15 @@ VARIABLES: tuple[Var, ...] = (
         "modelled times (for tests).",
         choices=("measure", "model"),
         readers=("host",),
+    ),
+    Var(
+        "UCUDNN_BUILD_SANITIZE",
+        Kind.CHOICE,
+        "none",
+        "Build only (`pip install`): `undefined` compiles the native libraries with -fsanitize=undefined, each "
+        "undefined behaviour then ending the process with a report: for the tests (docs/testing.md), never for use.",
+        choices=("none", "undefined"),
+        readers=("build",),
     ),
 )
 

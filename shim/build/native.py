@@ -6,15 +6,21 @@ Each native artifact has one script beside this file exposing ``build(out_dir: P
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import shlex
 import subprocess
+import sys
 import sysconfig
+import threading
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "shim"
 INCLUDE = SHIM / "include"
+CONFIG_PY = ROOT / "ucudnn" / "config.py"
 
 # -ffile-prefix-map: no build directory in the libraries, so that a build of the same sources is the same file
 # (and has the same GNU build-id, the identity the cache keys benchmarks on) wherever it was built.
@@ -31,10 +37,52 @@ CFLAGS = [
 ]
 
 
+def load_config() -> ModuleType:
+    """ucudnn/config.py, loaded from its file (it imports only the standard library; the package is not built yet)."""
+    spec = importlib.util.spec_from_file_location("_ucudnn_config_for_build", CONFIG_PY)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"ucudnn-build: cannot load {CONFIG_PY}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses looks the module up while the class body runs
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+# What UCUDNN_BUILD_SANITIZE adds to every compilation and link of the native libraries, and the runtime library
+# the preload library may then need beside libc.
+SANITIZERS = {
+    "none": ([], set()),
+    "undefined": (["-fsanitize=undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"], {"libubsan.so.1"}),
+}
+
+
+_sanitizer_lock = threading.Lock()
+
+
+@functools.cache
+def _sanitizer(value: str | None) -> str:
+    cfg = load_config()
+    try:
+        return str(cfg.get("UCUDNN_BUILD_SANITIZE", {} if value is None else {"UCUDNN_BUILD_SANITIZE": value}))
+    except cfg.ConfigError as exc:
+        raise RuntimeError(f"ucudnn-build: {exc}") from None
+
+
+def sanitizer() -> str:
+    """UCUDNN_BUILD_SANITIZE, checked as ucudnn.config checks every variable (a bad value is an error naming it).
+    Compilations run in threads: the config module is loaded by one at a time."""
+    with _sanitizer_lock:
+        return _sanitizer(os.environ.get("UCUDNN_BUILD_SANITIZE"))
+
+
 def compiler() -> list[str]:
-    """The C compiler command: $CC, else the one Python was built with, else cc."""
+    """The C compiler command: $CC, else the one Python was built with, else cc; with UCUDNN_BUILD_SANITIZE's
+    flags."""
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    return shlex.split(cc)
+    return shlex.split(cc) + SANITIZERS[sanitizer()][0]
 
 
 def run(cmd: list[str]) -> None:

@@ -108,6 +108,8 @@ def compile_startup(obj: Path) -> Path:
 
 
 def make_ffibuilder(libdir: str, startup_obj: Path) -> FFI:
+    from native import SANITIZERS, sanitizer
+
     ffi = FFI()
     ffi.embedding_api("int ucudnn_embed_start(void);")
     ffi.cdef("const char *ucudnn_embed_library_path(void);")
@@ -119,7 +121,13 @@ def make_ffibuilder(libdir: str, startup_obj: Path) -> FFI:
         extra_objects=[str(startup_obj)],
         library_dirs=[libdir],
         # The rpath finds libpython without LD_LIBRARY_PATH in any C program (pyenv, /opt, ... prefixes).
-        extra_link_args=[f"-Wl,-rpath,{libdir}", f"-Wl,-soname,{LIBRARY}", "-Wl,--no-undefined", "-pthread"],
+        extra_link_args=[
+            f"-Wl,-rpath,{libdir}",
+            f"-Wl,-soname,{LIBRARY}",
+            "-Wl,--no-undefined",
+            "-pthread",
+            *SANITIZERS[sanitizer()][0],
+        ],  # the start-up object's runtime (UCUDNN_BUILD_SANITIZE)
         libraries=["dl"],
     )
     return ffi

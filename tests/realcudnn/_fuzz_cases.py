@@ -174,14 +174,29 @@ def in_graph(op: Case, r: random.Random) -> Case:
     return {"kind": OPGRAPH, "parts": parts, "steps": steps}
 
 
-def cases(seed: int, count: int) -> list[Case]:
+# 64-bit values at and past the limits, for cases only the host backend runs (``extreme``): see EXTREME.
+EXTREME_64 = [2**31, 2**32 + 1, 2**40, 2**62, 2**63 - 1, -(2**63), -(2**31) - 1]
+
+
+def _extreme(case: Case, r: random.Random) -> Case:
+    """Some of the 64-bit integers set (sizes, strides, paddings, dilations, uids, alignments) made extreme."""
+
+    def steps(ss: list[list[Any]]) -> list[list[Any]]:
+        return [[*s[:3], [r.choice(EXTREME_64) if r.random() < 0.4 else v for v in s[3]]]
+                if s[0] == "set" and s[2] == INT64 and r.random() < 0.5 else s for s in ss]  # fmt: skip
+
+    parts = [dict(p, steps=steps(p["steps"])) for p in case.get("parts", [])]
+    return {**case, "steps": steps(case["steps"]), **({"parts": parts} if parts else {})}
+
+
+def cases(seed: int, count: int, extreme: bool = False) -> list[Case]:
     r = random.Random(seed)
     out = []
     for _ in range(count):
         case = random_case(r)
         if case["kind"] in (OP_FWD, OP_BWD_DATA, OP_BWD_FILTER, OP_PW) and r.random() < 0.3:
             case = in_graph(case, r)
-        out.append(case)
+        out.append(_extreme(case, r) if extreme else case)
     return out
 
 
@@ -195,9 +210,17 @@ def _packed(dims: list[int]) -> list[int]:
     return strides
 
 
-def _legacy_dims(r: random.Random, n: int) -> list[int]:
+# Values at and past the limits of int, for cases only the host backend runs (``extreme``): it must answer them all
+# and never overflow itself (a build with -fsanitize=undefined turns an overflow into a failure, docs/testing.md).
+EXTREME = [1, 2, 3, 46341, 65536, 2**30, 2**31 - 1, 0, -1, -(2**31)]
+
+
+def _legacy_dims(r: random.Random, n: int, extreme: bool = False) -> list[int]:
     """Extents whose products stay far below 2**31: beyond, the real library's answers follow 32-bit wraparound
-    (cuDNN 9.28 takes [1, 2, 2, 2**30] and refuses [1, 1, 4, 2**30] with NOT_SUPPORTED), which is not emulated."""
+    (cuDNN 9.28 takes [1, 2, 2, 2**30] and refuses [1, 1, 4, 2**30] with NOT_SUPPORTED), which is not emulated.
+    ``extreme``: any of EXTREME, mostly positive."""
+    if extreme:
+        return [r.choice(EXTREME[:7]) if r.random() < 0.9 else r.choice(EXTREME) for _ in range(n)]
     dims = [r.choice([1, 2, 3, 4, 8]) for _ in range(n)]
     if r.random() < 0.3:
         dims[r.randrange(n)] = r.choice([0, -1, 100000])
@@ -206,8 +229,15 @@ def _legacy_dims(r: random.Random, n: int) -> list[int]:
     return dims
 
 
-def legacy_call(r: random.Random) -> list[Any]:
-    """One setter call with plausible, sometimes wrong, arguments."""
+def _clamped(values: list[int]) -> list[int]:
+    return [max(-(2**31), min(2**31 - 1, v)) for v in values]
+
+
+def legacy_call(r: random.Random, extreme: bool = False) -> list[Any]:
+    """One setter call with plausible, sometimes wrong, arguments; ``extreme``: sizes, strides, paddings,
+    dilations and group counts of EXTREME (the host backend's cases only)."""
+    if extreme:
+        return _extreme_call(r)
     dtype = r.choice([0, 0, 1, 2, 3, 4, 9, 10])
     fmt = r.choice([0, 1, 2])
     nb = r.choice([3, 4, 4, 4, 5, 5, 1, 2, 8, 9])
@@ -252,22 +282,70 @@ def legacy_call(r: random.Random) -> list[Any]:
     return ["math", r.choice([0, 1, 2, 3, 4])]
 
 
-def legacy_cases(seed: int, count: int) -> list[list[list[Any]]]:
+def _extreme_call(r: random.Random) -> list[Any]:
+    dtype, fmt = r.choice([0, 1, 2, 3, 9]), r.choice([0, 1, 2])
+    nb = r.choice([3, 4, 4, 5, 8])
+    kind = r.randrange(9)
+    dims = _legacy_dims(r, nb, extreme=True)
+    if kind == 0:
+        strides = _clamped(_packed(dims)) if r.random() < 0.5 else [r.choice(EXTREME) for _ in range(nb)]
+        return ["tensor_nd", dtype, dims, strides]
+    if kind == 1:
+        return ["tensor_nd_ex", fmt, dtype, dims]
+    if kind == 2:
+        return ["tensor_4d", fmt, dtype, *dims[:4], *[1] * (4 - len(dims[:4]))]
+    if kind == 3:
+        d4 = _legacy_dims(r, 4, extreme=True)
+        return ["tensor_4d_ex", dtype, *d4, *(_clamped(_packed(d4)) if r.random() < 0.5 else
+                                              [r.choice(EXTREME) for _ in range(4)])]  # fmt: skip
+    if kind == 4:
+        return ["filter_nd", dtype, fmt, dims]
+    if kind == 5:
+        return ["filter_4d", dtype, fmt, *_legacy_dims(r, 4, extreme=True)]
+    if kind in (6, 7):
+        n = r.choice([1, 2, 3])
+        pads, strides, dils = ([r.choice(EXTREME) if r.random() < 0.5 else 1 for _ in range(n)] for _ in range(3))
+        mode, comp = r.choice([0, 1]), r.choice([0, 1, 2])
+        if kind == 7:
+            return ["conv_2d", pads[0], pads[-1], strides[0], strides[-1], dils[0], dils[-1], mode, comp]
+        return ["conv_nd", pads, strides, dils, mode, comp]
+    return ["groups", r.choice(EXTREME)]
+
+
+def _extreme_problem(r: random.Random) -> list[list[Any]]:
+    """A 2-D convolution whose sizes, paddings and filter reach the limits (its tensors still within 2**31
+    elements, mostly), so that the workspace and output queries compute with them."""
+    n, c = r.choice([1, 2, 3, 65536, 2**20]), r.choice([1, 3, 64, 65536])
+    h = r.choice([1, 7, 32, 46341, 2**30])
+    while n * c * h * h >= 2**31 and r.random() < 0.9:
+        h = max(1, h // 64)
+    pad = r.choice([0, 1, 2**15, 2**29, 2**30])
+    f = max(1, min(2**31 - 1, r.choice([1, 3, 2**15, h, h + 2 * pad, 2**30 + 1])))
+    k, stride, dil = r.choice([1, 8, 65536, 2**31 - 1]), r.choice([1, 2, 2**30]), r.choice([1, 1, 2, 2**20])
+    x = [n, c, h, h]
+    return [["tensor_nd", r.choice([0, 0, 1, 2]), x, _clamped(_packed(x))], ["filter_nd", 0, 0, [k, c, f, f]],
+            ["conv_nd", [pad, pad], [stride, stride], [dil, dil], 1, 0]]  # fmt: skip
+
+
+def legacy_cases(seed: int, count: int, extreme: bool = False) -> list[list[list[Any]]]:
     """Well-formed descriptors of a 2-D or 3-D convolution most of the time, then random setter calls, with
-    reads between and at the end."""
+    reads between and at the end. ``extreme``: the setter calls take values of EXTREME."""
     r = random.Random(seed)
     out = []
     for _ in range(count):
         nsp = r.choice([2, 2, 3])
         x = [2, 4, *[8] * nsp]
         calls: list[list[Any]] = []
+        if extreme and r.random() < 0.5:
+            out.append([*_extreme_problem(r), ["read"], ["sizes"], ["queries"]])
+            continue
         if r.random() < 0.8:
             calls += [["tensor_nd", 0, x, _packed(x)], ["filter_nd", 0, 0, [6, 4, *[3] * nsp]],
                       ["conv_nd", [1] * nsp, [1] * nsp, [1] * nsp, 1, 0]]  # fmt: skip
         for _ in range(r.randint(1, 4)):
-            calls.append(legacy_call(r))
+            calls.append(legacy_call(r, extreme))
             if r.random() < 0.3:
                 calls.append(["read"])
-        calls += [["read"], ["sizes"]]
+        calls += [["read"], ["sizes"], *([["queries"]] if extreme else [])]
         out.append(calls)
     return out

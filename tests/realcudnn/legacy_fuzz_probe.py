@@ -12,7 +12,8 @@ A case is a list of calls, each [name, *arguments]:
   h, w], ["tensor_4d_ex", dtype, n, c, h, w, ns, cs, hs, ws], ["filter_nd", dtype, format, dims], ["filter_4d",
   dtype, format, k, c, h, w], ["conv_nd", pads, strides, dilations, mode, compute], ["conv_2d", ph, pw, u, v, dh,
   dw, mode, compute], ["groups", count], ["math", type], ["read"] (every getter, and the forward output
-  dimensions), ["sizes"] (the tensor's and the filter's size in bytes).
+  dimensions), ["sizes"] (the tensor's and the filter's size in bytes), ["queries"] (workspace sizes and
+  Get*_v7 of the three operations, on a handle: only in cases the host backend alone runs).
 Arrays are passed with at least 8 elements, whatever the count given, so that no call reads past them. Prints
 one JSON list per case: per call its status, or for "read" and "sizes" the statuses and values.
 """
@@ -78,6 +79,47 @@ def sizes(t: P, f: P) -> list[Any]:
     return [[st_t, t_size if st_t == 0 else None], [st_f, size.value if st_f == 0 else None]]
 
 
+PERF = ctypes.c_byte * 48  # cudnnConvolution*AlgoPerf_t
+_handle: list[P] = []
+
+
+def queries(t: P, f: P, c: P) -> list[Any]:
+    """The forward output's descriptor (packed), then each op's workspace size for algorithms 0-7 and its Get*_v7:
+    their statuses and answers. Needs a handle (made at the first such call): the host backend's cases only."""
+    if not _handle:
+        _handle.append(P())
+        assert lib.cudnnCreate(ctypes.byref(_handle[0])) == 0
+    h = _handle[0]
+    dims = out_ints()
+    nb = Int(-7)
+    dtype, nbf, fdims, fmt = Int(-7), Int(-7), out_ints(), Int(-7)
+    if lib.cudnnGetTensorNdDescriptor(t, MAX, ctypes.byref(dtype), ctypes.byref(nb), out_ints(), out_ints()) != 0:
+        return ["no tensor"]
+    st = lib.cudnnGetFilterNdDescriptor(f, MAX, ctypes.byref(Int()), ctypes.byref(fmt), ctypes.byref(nbf), fdims)
+    if st != 0 or lib.cudnnGetConvolutionNdForwardOutputDim(c, t, f, nb.value, dims) != 0:
+        return ["no output"]
+    y = P()
+    lib.cudnnCreateTensorDescriptor(ctypes.byref(y))
+    ydims = list(dims[: nb.value])
+    strides = [1] * len(ydims)
+    for k in range(len(ydims) - 2, -1, -1):
+        strides[k] = max(-(2**31), min(2**31 - 1, strides[k + 1] * max(1, ydims[k + 1])))
+    got: list[Any] = [lib.cudnnSetTensorNdDescriptor(y, dtype.value, nb.value, ints(ydims), ints(strides))]
+    size, count, perfs = ctypes.c_size_t(7), Int(-7), PERF * 8
+    for fn, v7, args in (("cudnnGetConvolutionForwardWorkspaceSize", "cudnnGetConvolutionForwardAlgorithm_v7",
+                          (t, f, c, y)),
+                         ("cudnnGetConvolutionBackwardDataWorkspaceSize",
+                          "cudnnGetConvolutionBackwardDataAlgorithm_v7", (f, y, c, t)),
+                         ("cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                          "cudnnGetConvolutionBackwardFilterAlgorithm_v7", (t, y, c, f))):  # fmt: skip
+        for algo in range(8):
+            st = getattr(lib, fn)(h, *args, algo, ctypes.byref(size))
+            got.append([st, size.value if st == 0 else None])
+        got.append(getattr(lib, v7)(h, *args, 8, ctypes.byref(count), perfs()))
+    lib.cudnnDestroyTensorDescriptor(y)
+    return got
+
+
 SETTERS = {"tensor_nd", "tensor_nd_ex", "tensor_4d", "tensor_4d_ex", "filter_nd", "filter_4d", "conv_nd", "conv_2d",
            "groups", "math"}  # fmt: skip
 READ_ALL = sys.argv[2:] == ["all"]
@@ -116,6 +158,8 @@ def run(case: list[list[Any]]) -> list[Any]:
             out.append(lib.cudnnSetConvolutionMathType(c, a[0]))
         elif name == "read":
             out.append(read(t, f, c))
+        elif name == "queries":
+            out.append(queries(t, f, c))
         else:
             out.append(sizes(t, f))
         refused |= name in SETTERS and out[-1] != 0

@@ -51,6 +51,16 @@ static void fill_filter(const struct cudnnFilterStruct *d, hb_filter *f) {
     f->stride_k = f->c * taps;
 }
 
+/* The product of nb extents, held at INT32_MAX + 1 once past INT32_MAX (0 if one is not positive). */
+static int64_t elements(int nb, const int *dim) {
+    int64_t n = 1;
+    for (int i = 0; i < nb && n <= INT32_MAX; i++) {
+        if (dim[i] <= 0) return 0;
+        n *= dim[i]; /* n <= 2^31 - 1, dim < 2^31: no overflow */
+    }
+    return n;
+}
+
 cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct cudnnFilterStruct *w,
                                const struct cudnnConvolutionStruct *conv, const struct cudnnTensorStruct *y,
                                hb_problem *p) {
@@ -85,9 +95,11 @@ cudnnStatus_t hb_build_problem(const struct cudnnTensorStruct *x, const struct c
     default: return CUDNN_STATUS_NOT_SUPPORTED;
     }
     if (x->vect != 1 || y->vect != 1 || w->format == CUDNN_TENSOR_NCHW_VECT_C) return CUDNN_STATUS_NOT_SUPPORTED;
-    int64_t welems = (int64_t)w->dim[0] * w->dim[1];
-    for (int i = 2; i < nb; i++) welems *= w->dim[i];
-    if (welems > INT32_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
+    /* At most 2^31 - 1 elements in each operand, as a descriptor the setters took has: one they refused (its
+     * fields written before the refusal) or whose strides overlap can have more, and the kernels' sizes (products
+     * of two such counts at most) then stay within int64. */
+    if (elements(nb, w->dim) > INT32_MAX || elements(nb, x->dim) > INT32_MAX || elements(nb, y->dim) > INT32_MAX)
+        return CUDNN_STATUS_NOT_SUPPORTED;
 
     p->dtype = x->dtype;
     p->nb_spatial = nb - 2;

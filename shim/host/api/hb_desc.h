@@ -88,12 +88,17 @@ static inline int hb_act_ok(const struct cudnnActivationStruct *a) { return a &&
 static inline int hb_handle_ok(const struct cudnnContext *h) { return h && h->magic == HB_MAGIC_HANDLE; }
 
 /* A convolution's output extent along one spatial dimension (`pads`: both sides together), or -1 where there is
- * none: a filter wider than the padded input, or a stride at zero or below (a refused legacy Set leaves one written,
- * and cuDNN's own output-dimension query then divides by it: SIGFPE, 9.28). */
+ * none: a filter wider than the padded input, a stride at zero or below (a refused legacy Set leaves one written,
+ * and cuDNN's own output-dimension query then divides by it: SIGFPE, 9.28), or 64-bit graph values whose arithmetic
+ * would overflow. */
 static inline int64_t hb_out_extent(int64_t in, int64_t filt, int64_t pads, int64_t stride, int64_t dil) {
-    if (stride <= 0) return -1;
-    int64_t room = in + pads - ((filt - 1) * dil + 1);
-    return room < 0 ? -1 : room / stride + 1;
+    int64_t span, padded, room;
+    if (stride <= 0 || __builtin_sub_overflow(filt, 1, &span) || __builtin_mul_overflow(span, dil, &span) ||
+        __builtin_add_overflow(span, 1, &span) || __builtin_add_overflow(in, pads, &padded) ||
+        __builtin_sub_overflow(padded, span, &room) || room < 0)
+        return -1;
+    int64_t steps = room / stride;
+    return steps == INT64_MAX ? -1 : steps + 1;
 }
 
 /* hb_out_extent of spatial dimension i of conv(x, w) on the legacy descriptors (symmetric padding). */

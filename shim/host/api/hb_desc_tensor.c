@@ -45,7 +45,9 @@ static int64_t span_of(int nb, const int *dim, const int *stride, int vect) {
     for (int i = 0; i < nb; i++) {
         int64_t extent = i == 1 ? dim[i] / vect : dim[i];
         int64_t s = stride[i] < 0 ? -(int64_t)stride[i] : stride[i];
-        span += (extent - 1) * s;
+        /* Each term is below 2^62, but eight of them can pass INT64_MAX: held there (only a descriptor already
+         * refused can be that large). */
+        if (__builtin_add_overflow(span, (extent - 1) * s, &span)) return INT64_MAX;
     }
     return span;
 }
@@ -68,7 +70,6 @@ static void begin(struct cudnnTensorStruct *t, int dt, int nb) {
 static cudnnStatus_t finish(struct cudnnTensorStruct *t, int nb, int vect) {
     for (int i = nb; i < CUDNN_DIM_MAX; i++) t->dim[i] = t->stride[i] = 0;
     t->vect = vect;
-    /* |stride| <= 2^31 and extent < 2^31 over at most 8 dims cannot overflow int64. */
     return span_of(nb, t->dim, t->stride, vect) > INT32_MAX ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_SUCCESS;
 }
 
@@ -83,14 +84,21 @@ static cudnnStatus_t set_strided(struct cudnnTensorStruct *t, int dt, int nb, co
     return finish(t, nb, 1);
 }
 
-/* Packed strides of a format over nb dims (N, C, spatial...); int64 so an overflow is seen, not wrapped. */
+/* acc * d for positive d, held at INT32_MAX + 1 once past INT32_MAX: a stride only has to be seen to pass it, and
+ * eight dims of up to 2^31 - 1 multiplied out would overflow int64 itself. */
+static int64_t times(int64_t acc, int d) {
+    int64_t p = acc * d; /* acc <= 2^31, d < 2^31: no overflow */
+    return p > INT32_MAX ? (int64_t)INT32_MAX + 1 : p;
+}
+
+/* Packed strides of a format over nb positive dims (N, C, spatial...), larger than INT32_MAX where they pass it. */
 static void packed_strides(int format, int nb, const int *dim, int vect, int64_t *stride) {
     if (format == CUDNN_TENSOR_NHWC && nb > 2) {
         stride[1] = 1;
         int64_t acc = dim[1];
         for (int i = nb - 1; i >= 2; i--) {
             stride[i] = acc;
-            acc *= dim[i];
+            acc = times(acc, dim[i]);
         }
         stride[0] = acc;
         return;
@@ -98,7 +106,7 @@ static void packed_strides(int format, int nb, const int *dim, int vect, int64_t
     int64_t acc = 1;
     for (int i = nb - 1; i >= 0; i--) {
         stride[i] = acc;
-        acc *= i == 1 ? dim[i] / vect : dim[i];
+        acc = times(acc, i == 1 ? dim[i] / vect : dim[i]);
     }
 }
 

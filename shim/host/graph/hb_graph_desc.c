@@ -345,9 +345,8 @@ static int laid_out(const hb_gtensor *t, int packed) {
         order[k] = i;
     }
     for (int k = 0; k + 1 < n; k++) {
-        int64_t step = t->stride[order[k + 1]] * t->dim[order[k + 1]];
-        if (packed ? t->stride[order[k]] != step : t->stride[order[k]] / t->dim[order[k + 1]] < t->stride[order[k + 1]])
-            return 0;
+        int64_t outer = t->stride[order[k]], inner = t->stride[order[k + 1]], d = t->dim[order[k + 1]], step;
+        if (packed ? __builtin_mul_overflow(inner, d, &step) || outer != step : outer / d < inner) return 0;
     }
     return !packed || n == 0 || t->stride[order[n - 1]] == 1;
 }
@@ -363,7 +362,9 @@ static int conv_shapes_ok(const hb_gop *o) {
     if (groups < 1 || w->dim[0] % groups != 0) return 0;
     if (y->dim[0] != x->dim[0] || y->dim[1] != w->dim[0]) return 0;
     for (int64_t i = 0; i < c->nsp; i++) { /* v: dilations, strides, pre- and post-paddings */
-        int64_t extent = hb_out_extent(x->dim[i + 2], w->dim[i + 2], c->v[2][i] + c->v[3][i], c->v[1][i], c->v[0][i]);
+        int64_t pads;
+        if (__builtin_add_overflow(c->v[2][i], c->v[3][i], &pads)) return 0;
+        int64_t extent = hb_out_extent(x->dim[i + 2], w->dim[i + 2], pads, c->v[1][i], c->v[0][i]);
         if (extent < 0 || y->dim[i + 2] != extent) return 0;
     }
     return 1;
