@@ -6,8 +6,9 @@ comparison with the real library, plus the workspace-size and ``Get*_v7`` querie
 The real library is not asked: past 2**31 its answers follow 32-bit wraparound, which the host backend does not
 emulate. What is asked is that nothing here overflows. Built with ``UCUDNN_BUILD_SANITIZE=undefined`` (`.ci/run`
 runs these tiers so), every signed overflow, bad shift or out-of-bounds index ends the probe with a report: the
-first runs found five, in the packed strides and span of a tensor, the output extent and layout checks of a graph
-convolution, and the sizes of a problem built on descriptors a Set had refused (docs/testing.md).
+first runs found six, in the packed strides and span of a tensor, the output extent and layout checks of a graph
+convolution, the packed-filter check of a graph's analysis, and the sizes of a problem built on descriptors a Set
+had refused (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -79,3 +80,14 @@ def test_the_preload_library_plans_legacy_calls_at_the_limits(legacy_batch: list
     counters = json.loads(stats.read_text())
     assert counters["planner_calls"] > COUNT // 10, counters
     assert counters["planner_errors"] == 0 and counters["rejected_plans"] == 0, counters
+
+
+def test_graphs_as_large_as_a_tensor_may_be_are_planned_or_refused() -> None:
+    """Engines 0-7 on 200 random convolutions whose operands stay below 2**31 elements: the plans' workspaces pass
+    2**40 bytes, and a product of such sizes must not overflow (the layout check of a filter did, sanitized)."""
+    proc = subprocess.run([sys.executable, "-m", "tests.host.extreme_graph_probe", str(SEED), "200"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": project_pythonpath(os.environ)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["built"] > 200 and result["refused"] > 200 and result["largest_workspace"] > 2**40, result

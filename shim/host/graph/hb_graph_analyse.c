@@ -93,13 +93,12 @@ static int fits_int(const hb_gtensor *t, int *dim, int *stride) {
 }
 
 /* Whether the strides are those of a packed tensor whose dims lie in memory in `order` (outermost first);
- * dims of extent 1 may have any stride. */
+ * dims of extent 1 may have any stride. Not where the elements outnumber int64. */
 static int packed_in(const hb_gtensor *t, const int *order) {
     int64_t expect = 1;
     for (int64_t k = t->nb - 1; k >= 0; k--) {
         int i = order[k];
-        if (t->dim[i] > 1 && t->stride[i] != expect) return 0;
-        expect *= t->dim[i];
+        if ((t->dim[i] > 1 && t->stride[i] != expect) || __builtin_mul_overflow(expect, t->dim[i], &expect)) return 0;
     }
     return 1;
 }
