@@ -1,5 +1,6 @@
 """The checkout's root, for every test that needs it, the environment of a child Python that must import this
-checkout, such a child run as a probe that prints JSON lines, and what a test does when a real client is absent."""
+checkout, such a child run as a probe that prints JSON lines (or answers cases given as JSON), and what a test does
+when a real client is absent."""
 
 from __future__ import annotations
 
@@ -51,3 +52,14 @@ def run_json_probe(module: str, *args: str, env: Mapping[str, str], timeout: flo
     """The same, its JSON lines."""
     proc = run_probe(module, *args, env=env, timeout=timeout)
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def run_case_probe(module: str, lib: Path, cases: list[Any], *args: str, env: Mapping[str, str]) -> list[Any]:
+    """``python -m module LIB ARGS`` from the checkout with exactly ``env``, ``cases`` as JSON on its stdin: it must
+    exit 0 and print one JSON line per case, which come back parsed."""
+    proc = subprocess.run([sys.executable, "-m", module, str(lib), *args], input=json.dumps(cases), cwd=ROOT,
+                          env=dict(env), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(cases), proc.stderr[-4000:]
+    return [json.loads(line) for line in lines]

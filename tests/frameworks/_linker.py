@@ -37,37 +37,36 @@ class Run:
     result: dict[str, Any]  # the probe's one JSON line
     bindings: Bindings
     stats: dict[str, Any] | None  # the stats file, under `ucudnn run`
+    stderr: str
 
 
-def run_probe(python: str, probe: str, folder: Path, *, under: bool, binder: Callable[[Path], bool],
-              env: dict[str, str] | None = None) -> Run:  # fmt: skip
-    """``python -m probe`` from the checkout, alone or under `ucudnn run --stats-file`, with the bindings made by
-    the libraries ``binder`` accepts. It must exit 0 and print one JSON line."""
+def run_probe(python: str, probe: str, folder: Path, *, under: bool, binder: Callable[[Path], bool] | None = None,
+              env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+              ucudnn_args: tuple[str, ...] = ()) -> Run:  # fmt: skip
+    """``python -m probe ARGS`` from the checkout, alone or under `ucudnn run --stats-file ... UCUDNN_ARGS`, with
+    the bindings made by the libraries ``binder`` accepts (none read without one). It must exit 0 and print one JSON
+    line."""
     folder.mkdir()
-    child = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
-        "LD_BIND_NOW": "1",
-        "LD_DEBUG": "bindings",
-        "LD_DEBUG_OUTPUT": str(folder / "ld"),
-        **(env or {}),
-    }
-    cmd = [python, "-m", probe]
+    child = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
+    if binder is not None:
+        child |= {"LD_BIND_NOW": "1", "LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(folder / "ld")}
+    child |= env or {}
+    cmd = [python, "-m", probe, *args]
     stats = folder / "stats.json"
     if under:
-        cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--stats-file", str(stats), "--", *cmd]
+        cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--stats-file", str(stats), *ucudnn_args, "--", *cmd]
     proc = subprocess.run(cmd, cwd=ROOT, env=child, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, proc.stdout
     bindings: Bindings = {}
-    for log in folder.glob("ld.*"):
+    for log in folder.glob("ld.*"):  # written only with a binder (LD_DEBUG_OUTPUT)
         with log.open(errors="replace") as f:
             for line in f:
                 m = BINDING.search(line)
                 if not m:
                     continue
                 source, target = Path(os.path.normpath(m[1])), os.path.normpath(m[2])  # RPATH's $ORIGIN/../..
-                if binder(source):
+                if binder is not None and binder(source):
                     bindings[source.name, m[3]] = (target, m[4] or "")
-    return Run(json.loads(lines[0]), bindings, json.loads(stats.read_text()) if under else None)
+    return Run(json.loads(lines[0]), bindings, json.loads(stats.read_text()) if under else None, proc.stderr)

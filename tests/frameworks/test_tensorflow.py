@@ -19,10 +19,7 @@ build/tf-client, with ucudnn installed beside it for the planner the preload lib
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +27,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests._env import ROOT
 from tests.preload.conftest import preload_build
 from ucudnn import _paths
 from ucudnn import testing as T
@@ -106,26 +102,16 @@ class StubRun:
 
 def run_stub_probe(python: str, folder: Path, ucudnn_args: tuple[str, ...] | None) -> StubRun:
     """tf_stub_probe.py alone (``ucudnn_args`` None) or under `ucudnn run ARGS`."""
-    folder.mkdir()
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
         "LD_LIBRARY_PATH": str(_paths.HOST_CUDNN.parent),
         "UCUDNN_HOST_TIMING": "model",
         "UCUDNN_HOST_DEVICE_MEMORY": str(MEMORY),  # under ucudnn's defaults, what the framework can allocate
         "UCUDNN_DATABASE": str(folder / "cache.sqlite"),
     }
-    cmd = [python, "-m", "tests.frameworks.tf_stub_probe", str(folder), str(MEMORY)]
-    stats = folder / "stats.json"
-    if ucudnn_args is not None:
-        cmd = [sys.executable, "-m", "ucudnn.cli", "run", "--stats-file", str(stats), *ucudnn_args, "--", *cmd]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == 1, proc.stdout
+    run = run_probe(python, "tests.frameworks.tf_stub_probe", folder, under=ucudnn_args is not None, env=env,
+                    args=(str(folder), str(MEMORY)), ucudnn_args=ucudnn_args or ())  # fmt: skip
     arrays = {name: np.load(folder / f"{name}.npy") for name in (*OUTPUTS, "x", "w", "dy")}
-    loaded = json.loads(stats.read_text()) if ucudnn_args is not None else None
-    return StubRun(json.loads(lines[0]), loaded, proc.stderr, arrays)
+    return StubRun(run.result, run.stats, run.stderr, arrays)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # after its log level
 
-
-def mapped_libcudnn() -> list[str]:
-    """Every libcudnn.so* mapped into this process."""
-    with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "/libcudnn.so" in line}
-    return sorted(paths)
-
+from tests.frameworks._maps import mapped_libcudnn
 
 x = tf.random.stateless_normal([4, 16, 16, 3], seed=[1, 2])
 w = tf.Variable(tf.random.stateless_normal([3, 3, 3, 8], seed=[3, 4]))

@@ -34,17 +34,13 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf  # after its log level; loads TensorFlow's libraries as TensorFlow does
 
+from tests.frameworks._maps import mapped_libcudnn
 from ucudnn import cudnn as C
 from ucudnn.graph_api import TENSOR, Backend, ConvGraph
 
 N, CH, K, S = 16, 32, 64, 16
 GRAPH_ENGINE = 2  # forward im2col + GEMM: its workspace grows with N
 DEFINITIONS = ("cudnnCreate", "cudnnConvolutionForward", "cudnnBackendExecute")  # not hooked, hooked, hooked
-
-
-def mapped_libcudnn() -> list[str]:
-    with open("/proc/self/maps") as maps:
-        return sorted({line.split()[-1] for line in maps if "/libcudnn.so" in line})
 
 
 class DlInfo(ctypes.Structure):

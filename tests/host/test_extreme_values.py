@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests._env import ROOT, project_pythonpath
+from tests._env import ROOT, project_pythonpath, run_case_probe
 from tests.realcudnn._fuzz_cases import cases, legacy_cases
 from ucudnn import _paths
 
@@ -33,13 +33,7 @@ def run(probe: str, batch: list[Any], *args: str, env: dict[str, str] | None = N
     """The probe on the host backend, one JSON answer per case; it must exit 0."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
     child |= {"PYTHONPATH": project_pythonpath(os.environ), "UCUDNN_HOST_TIMING": "model", **(env or {})}
-    cmd = [sys.executable, "-m", f"tests.realcudnn.{probe}", str(_paths.HOST_CUDNN), *args]
-    proc = subprocess.run(cmd, input=json.dumps(batch), capture_output=True, text=True, env=child, cwd=ROOT,
-                          timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.splitlines()
-    assert len(lines) == len(batch)
-    return [json.loads(line) for line in lines]
+    return run_case_probe(f"tests.realcudnn.{probe}", _paths.HOST_CUDNN, batch, *args, env=child)
 
 
 @pytest.fixture(scope="module")

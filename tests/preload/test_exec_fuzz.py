@@ -18,15 +18,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests._env import ROOT, project_pythonpath
+from tests._env import project_pythonpath, run_case_probe
 
 from .conftest import base_env
 
@@ -53,13 +51,7 @@ def _run(host_lib: Path, cases: list[dict[str, Any]], env: dict[str, str] | None
     full["UCUDNN_DATABASE"] = str(tmp / "cache.sqlite")
     full["PYTHONPATH"] = project_pythonpath(full)
     full |= env or {}
-    proc = subprocess.run([sys.executable, "-m", "tests.preload.exec_fuzz_probe", str(host_lib)],
-                          input=json.dumps(cases), capture_output=True, text=True, env=full, cwd=ROOT,
-                          timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
-    assert len(lines) == len(cases), proc.stderr[-3000:]
-    return [json.loads(line) for line in lines]
+    return run_case_probe("tests.preload.exec_fuzz_probe", host_lib, cases, env=full)
 
 
 @pytest.fixture(scope="module")

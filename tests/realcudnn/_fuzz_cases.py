@@ -203,7 +203,7 @@ def cases(seed: int, count: int, extreme: bool = False) -> list[Case]:
 # ---- the legacy API's descriptors (legacy_fuzz_probe.py): one tensor, filter and convolution per case ----
 
 
-def _packed(dims: list[int]) -> list[int]:
+def packed(dims: list[int]) -> list[int]:
     strides = [1] * len(dims)
     for k in range(len(dims) - 2, -1, -1):
         strides[k] = strides[k + 1] * max(1, dims[k + 1])
@@ -229,7 +229,7 @@ def _legacy_dims(r: random.Random, n: int, extreme: bool = False) -> list[int]:
     return dims
 
 
-def _clamped(values: list[int]) -> list[int]:
+def clamped(values: list[int]) -> list[int]:
     return [max(-(2**31), min(2**31 - 1, v)) for v in values]
 
 
@@ -244,7 +244,7 @@ def legacy_call(r: random.Random, extreme: bool = False) -> list[Any]:
     kind = r.randrange(10)
     if kind == 0:
         dims = _legacy_dims(r, nb)
-        strides = _packed(dims)
+        strides = packed(dims)
         if r.random() < 0.3:
             strides[r.randrange(nb)] = r.choice([0, -1, 2, 1000])
         if r.random() < 0.1:
@@ -257,7 +257,7 @@ def legacy_call(r: random.Random, extreme: bool = False) -> list[Any]:
         return ["tensor_4d", fmt, dtype, *_legacy_dims(r, 4)]
     if kind == 3:
         dims = _legacy_dims(r, 4)
-        strides = _packed(dims)
+        strides = packed(dims)
         if r.random() < 0.3:
             strides[r.randrange(4)] = r.choice([0, -1, 2, 1000])
         return ["tensor_4d_ex", dtype, *dims, *strides]
@@ -288,7 +288,7 @@ def _extreme_call(r: random.Random) -> list[Any]:
     kind = r.randrange(9)
     dims = _legacy_dims(r, nb, extreme=True)
     if kind == 0:
-        strides = _clamped(_packed(dims)) if r.random() < 0.5 else [r.choice(EXTREME) for _ in range(nb)]
+        strides = clamped(packed(dims)) if r.random() < 0.5 else [r.choice(EXTREME) for _ in range(nb)]
         return ["tensor_nd", dtype, dims, strides]
     if kind == 1:
         return ["tensor_nd_ex", fmt, dtype, dims]
@@ -296,7 +296,7 @@ def _extreme_call(r: random.Random) -> list[Any]:
         return ["tensor_4d", fmt, dtype, *dims[:4], *[1] * (4 - len(dims[:4]))]
     if kind == 3:
         d4 = _legacy_dims(r, 4, extreme=True)
-        return ["tensor_4d_ex", dtype, *d4, *(_clamped(_packed(d4)) if r.random() < 0.5 else
+        return ["tensor_4d_ex", dtype, *d4, *(clamped(packed(d4)) if r.random() < 0.5 else
                                               [r.choice(EXTREME) for _ in range(4)])]  # fmt: skip
     if kind == 4:
         return ["filter_nd", dtype, fmt, dims]
@@ -323,7 +323,7 @@ def _extreme_problem(r: random.Random) -> list[list[Any]]:
     f = max(1, min(2**31 - 1, r.choice([1, 3, 2**15, h, h + 2 * pad, 2**30 + 1])))
     k, stride, dil = r.choice([1, 8, 65536, 2**31 - 1]), r.choice([1, 2, 2**30]), r.choice([1, 1, 2, 2**20])
     x = [n, c, h, h]
-    return [["tensor_nd", r.choice([0, 0, 1, 2]), x, _clamped(_packed(x))], ["filter_nd", 0, 0, [k, c, f, f]],
+    return [["tensor_nd", r.choice([0, 0, 1, 2]), x, clamped(packed(x))], ["filter_nd", 0, 0, [k, c, f, f]],
             ["conv_nd", [pad, pad], [stride, stride], [dil, dil], 1, 0]]  # fmt: skip
 
 
@@ -340,7 +340,7 @@ def legacy_cases(seed: int, count: int, extreme: bool = False) -> list[list[list
             out.append([*_extreme_problem(r), ["read"], ["sizes"], ["queries"]])
             continue
         if r.random() < 0.8:
-            calls += [["tensor_nd", 0, x, _packed(x)], ["filter_nd", 0, 0, [6, 4, *[3] * nsp]],
+            calls += [["tensor_nd", 0, x, packed(x)], ["filter_nd", 0, 0, [6, 4, *[3] * nsp]],
                       ["conv_nd", [1] * nsp, [1] * nsp, [1] * nsp, 1, 0]]  # fmt: skip
         for _ in range(r.randint(1, 4)):
             calls.append(legacy_call(r, extreme))

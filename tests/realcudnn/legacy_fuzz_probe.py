@@ -25,6 +25,8 @@ import json
 import sys
 from typing import Any
 
+from tests.realcudnn._fuzz_cases import clamped, packed
+
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 lib = ctypes.CDLL(None)
 P = ctypes.c_void_p
@@ -101,9 +103,7 @@ def queries(t: P, f: P, c: P) -> list[Any]:
     y = P()
     lib.cudnnCreateTensorDescriptor(ctypes.byref(y))
     ydims = list(dims[: nb.value])
-    strides = [1] * len(ydims)
-    for k in range(len(ydims) - 2, -1, -1):
-        strides[k] = max(-(2**31), min(2**31 - 1, strides[k + 1] * max(1, ydims[k + 1])))
+    strides = clamped(packed(ydims))
     got: list[Any] = [lib.cudnnSetTensorNdDescriptor(y, dtype.value, nb.value, ints(ydims), ints(strides))]
     size, count, perfs = ctypes.c_size_t(7), Int(-7), PERF * 8
     for fn, v7, args in (("cudnnGetConvolutionForwardWorkspaceSize", "cudnnGetConvolutionForwardAlgorithm_v7",

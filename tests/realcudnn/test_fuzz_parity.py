@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._env import ROOT
+from tests._env import run_case_probe
 from ucudnn import _paths
 
 from ._fuzz_cases import cases, legacy_cases
@@ -42,13 +40,9 @@ COUNT = int(os.environ.get("UCUDNN_TEST_FUZZ_CASES", "3000"))
 
 def _run(lib: Path, batch: list[Any], *, standins: Path | None = None, preload: bool = False,
          probe: str = "fuzz_probe", args: tuple[str, ...] = ()) -> list[Any]:  # fmt: skip
-    env = probe_env(standins=standins, preload=preload)
-    proc = subprocess.run([sys.executable, "-m", f"tests.realcudnn.{probe}", str(lib), *args], input=json.dumps(batch),
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.splitlines()
-    assert len(lines) == len(batch)
-    return [json.loads(line) for line in lines]
+    return run_case_probe(
+        f"tests.realcudnn.{probe}", lib, batch, *args, env=probe_env(standins=standins, preload=preload)
+    )
 
 
 def _differences(batch: list[dict[str, Any]], want: list[Any], got: list[Any], shown: int = 5) -> list[str]:
