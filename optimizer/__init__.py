@@ -8,7 +8,7 @@ from __future__ import annotations
 from .division import divide_workspace, divide_workspace_greedy
 from .pareto import pareto_front
 from .policies import BatchSizePolicy, can_compose, candidate_batch_sizes, parse_policy
-from .reuse import best_plan
+from .reuse import best_plan, keeps_quantum
 from .types import AlgoPerf, DivisionResult, KernelOptions, MicroBatch, Plan, PlanResult, Status
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "candidate_batch_sizes",
     "divide_workspace",
     "divide_workspace_greedy",
+    "keeps_quantum",
     "pareto_front",
     "parse_policy",
 ]

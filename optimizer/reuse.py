@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 
 from . import _dp
 from .policies import BatchSizePolicy
-from .types import AlgoPerf, PlanResult, Status
+from .types import AlgoPerf, MicroBatch, Plan, PlanResult, Status
 
 
 def best_plan(
@@ -17,6 +18,7 @@ def best_plan(
     workspace_limit_bytes: int,
     policy: BatchSizePolicy | str = "powerOfTwo",
     deterministic_only: bool = False,
+    quantum: int = 1,
 ) -> PlanResult:
     """The fastest way to run a mini-batch of ``batch`` samples as micro-batches whose sizes ``policy`` allows,
     each with an algorithm needing at most ``workspace_limit_bytes`` (and deterministic if asked).
@@ -27,13 +29,27 @@ def best_plan(
     lexicographically, so fewer micro-batches); per size, the algorithm with less workspace, then the lower algo
     number, then the lower math type, then a deterministic one. The same input always gives the same plan.
 
+    ``quantum`` > 1: every micro-batch but one (which the caller runs last) must be a multiple of ``quantum``
+    samples, as where a tensor's declared alignment holds only at such offsets (:func:`keeps_quantum`). The
+    plan is then the fastest of: the rest as multiples of ``quantum`` (the same DP in units of ``quantum``) plus
+    one last micro-batch of any allowed size; ties go to less workspace, then fewer micro-batches.
+
     Returns OPTIMAL with the plan, or INFEASIBLE (plan None) with a message naming the sizes that lack a usable
     algorithm. Raises ValueError/TypeError for malformed arguments or measurements (negative or NaN time,
     non-positive batch, negative workspace).
     """
     pol = _dp.validate_common(batch, workspace_limit_bytes, policy)
+    if isinstance(quantum, bool) or not isinstance(quantum, int) or quantum < 1:
+        raise ValueError(f"quantum must be an int >= 1, not {quantum!r}")
     sizes, usable = _dp.usable_perfs(perfs, batch, workspace_limit_bytes, pol, deterministic_only)
     fastest = {size: lst[0] for size, lst in usable.items()}
+    if quantum > 1:
+        return _quantized(batch, quantum, fastest) or PlanResult(
+            Status.INFEASIBLE,
+            None,
+            _dp.describe_infeasible(batch, sizes, usable, pol, workspace_limit_bytes, deterministic_only)
+            + f"; every micro-batch but the last a multiple of {quantum}",
+        )
 
     # Adding the sizes in order of their workspace lets the least plan workspace among the fastest plans be read
     # off as the first stage whose T(batch) is already optimal.
@@ -62,4 +78,44 @@ def best_plan(
         Status.OPTIMAL,
         plan,
         f"{len(plan.micro_batches)} micro-batch(es), {plan.time_ms:.6g} ms, {plan.workspace_bytes} bytes",
+    )
+
+
+def keeps_quantum(plan: Plan, quantum: int) -> bool:
+    """Whether ``plan`` can run with every micro-batch but its last a multiple of ``quantum`` samples: at most
+    one of its micro-batches is not."""
+    return sum(1 for mb in plan.micro_batches if mb.batch % quantum) <= 1
+
+
+def _ranks_before(a: tuple[float, int, int], b: tuple[float, int, int]) -> bool:
+    """(time, workspace, count) ``a`` before ``b``: faster, or as fast (within rounding) and then less."""
+    if _dp.close_enough(a[0], b[0]) and _dp.close_enough(b[0], a[0]):
+        return a[1:] < b[1:]
+    return a[0] < b[0]
+
+
+def _quantized(batch: int, quantum: int, fastest: dict[int, AlgoPerf]) -> PlanResult | None:
+    """best_plan under ``quantum`` > 1 from the fastest algorithm of each usable size; None when nothing fits."""
+    coins = {size // quantum: p for size, p in fastest.items() if size % quantum == 0}
+    table = _dp.new_table(batch // quantum)
+    for units, p in sorted(coins.items()):
+        _dp.add_coin(table, units, p.time_ms)
+    best: tuple[tuple[float, int, int], Plan] | None = None
+    for last, p in sorted(fastest.items(), reverse=True):
+        units, rest = divmod(batch - last, quantum)
+        if rest or not math.isfinite(table[units]):
+            continue
+        head = _dp.reconstruct(table[: units + 1], coins).micro_batches if units else ()
+        plan = Plan((*head, MicroBatch.from_perf(p)))
+        rank = (plan.time_ms, plan.workspace_bytes, len(plan.micro_batches))
+        if best is None or _ranks_before(rank, best[0]):
+            best = (rank, plan)
+    if best is None:
+        return None
+    plan = best[1]
+    return PlanResult(
+        Status.OPTIMAL,
+        plan,
+        f"{len(plan.micro_batches)} micro-batch(es), {plan.time_ms:.6g} ms, {plan.workspace_bytes} bytes "
+        f"(all but one a multiple of {quantum})",
     )

@@ -162,6 +162,7 @@ def _plan(request: Any, reply: Any) -> int:
             benchmark=benchmark,
             op=int(request.op),
             call_cost=lambda: bridge.measure_call_cost(bench_ctx),
+            align_quantum=max(1, int(request.align_quantum)),
         )
     )
     plan = result.plan

@@ -33,6 +33,7 @@ from ucudnn.optimizer import (
     best_plan,
     candidate_batch_sizes,
     divide_workspace,
+    keeps_quantum,
     pareto_front,
     parse_policy,
 )
@@ -56,7 +57,9 @@ class PlanRequest:
     """One kernel to plan: its key (N excluded) on ``backend_id`` at mini-batch ``batch``, the workspace its plan
     may use (``workspace_limit_bytes``), the batch-size policy, whether only deterministic algorithms may run, how
     many algorithms it has and how to benchmark it at N = b. ``op`` (0-2, as in ucudnn.h) selects policy overrides;
-    ``call_cost`` measures the host time of one call (ms) if the device has none stored yet.
+    ``call_cost`` measures the host time of one call (ms) if the device has none stored yet. ``align_quantum``:
+    every micro-batch but one must be a multiple of it (a graph whose tensors' declared alignment holds only at
+    such offsets; the shim runs the other one last).
 
     Raises ValueError for a malformed key, backend, batch, limit or algorithm count.
     """
@@ -71,6 +74,7 @@ class PlanRequest:
     benchmark: Benchmark
     op: int | None = None
     call_cost: Callable[[], float] | None = None
+    align_quantum: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
@@ -80,6 +84,7 @@ class PlanRequest:
         _check_int("batch", self.batch, 1)
         _check_int("workspace_limit_bytes", self.workspace_limit_bytes, 0)
         _check_int("algo_count", self.algo_count, 1)
+        _check_int("align_quantum", self.align_quantum, 1)
 
     @classmethod
     def of(cls, request: PlanRequest | None, fields: dict[str, Any]) -> PlanRequest:
@@ -124,14 +129,16 @@ def _optimize(
     workspace_limit_bytes: int,
     policy: BatchSizePolicy,
     deterministic_only: bool,
+    **extra: int,
 ) -> _T:
-    """``best_plan`` or ``pareto_front`` of one kernel's measurements."""
+    """``best_plan`` or ``pareto_front`` of one kernel's measurements (``extra``: best_plan's ``quantum``)."""
     return optimizer(
         perfs,
         batch=batch,
         workspace_limit_bytes=workspace_limit_bytes,
         policy=policy,
         deterministic_only=deterministic_only,
+        **extra,
     )
 
 
@@ -288,8 +295,13 @@ class Planner:
             if req.call_cost is None
             else self.learn_call_cost(req.backend_id, req.call_cost)
         )
+        quantum = req.align_quantum
         if persist:
             hit = self._cached_plan(pk, req.algo_count)
+            if hit is not None and not keeps_quantum(hit, quantum):
+                log.debug("the cached plan for %s at N=%d breaks the alignment quantum %d; planning afresh",
+                          req.key, req.batch, quantum)  # fmt: skip
+                hit = None
             if hit is not None:
                 log.debug("cached plan for %s at N=%d: %d micro-batch(es)", req.key, req.batch, len(hit.micro_batches))
                 cached = PlanResult(Status.OPTIMAL, _floored(hit, floor), "cached plan")
@@ -300,9 +312,9 @@ class Planner:
             req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor, workspace_limit_bytes
         )
         problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
-        if slack == 0.0:
+        if slack == 0.0 or quantum > 1:  # the slack's Pareto front knows no quantum
             undivided = (measured.perfs, req.batch, workspace_limit_bytes, BatchSizePolicy.UNDIVIDED, deterministic)
-            best, alone = _optimize(best_plan, *problem), _optimize(best_plan, *undivided)
+            best, alone = _optimize(best_plan, *problem, quantum=quantum), _optimize(best_plan, *undivided)
             result = _worth_dividing(best, alone, _verify_margin())
         else:
             result = _pick_with_slack(_optimize(pareto_front, *problem), slack)

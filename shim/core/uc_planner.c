@@ -108,7 +108,7 @@ void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t l
 {
     uc_backend_id(r->backend, sizeof r->backend);
     r->req = (ucudnn_plan_request){UCUDNN_ABI_VERSION, op, key, r->backend, batch, limit, uc_cfg_policy_name(policy),
-                                   det, algo_count, NULL};
+                                   det, algo_count, NULL, 1};
 }
 
 int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep)

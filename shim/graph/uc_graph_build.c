@@ -53,7 +53,7 @@ int uc_gb_split_tensor(const uc_ggraph *g, const gtensor *t)
     return t->nb > 0 && t->dims[0] == g->n && t->uid != filter_uid(g);
 }
 
-/* Every part starts at a multiple of b samples: each split tensor's offset must keep its byte alignment. */
+/* A part starting at sample b: each split tensor's offset there must keep the byte alignment declared for it. */
 int uc_gb_aligned_for(const uc_ggraph *g, int64_t b)
 {
     for (int i = 0; i < g->ntensors; i++) {
@@ -68,6 +68,14 @@ int uc_gb_aligned_for(const uc_ggraph *g, int64_t b)
             return 0;
     }
     return 1;
+}
+
+int64_t uc_gb_align_quantum(const uc_ggraph *g)
+{
+    for (int64_t b = 1; b <= g->n && b <= UC_G_MAX_ALIGN_QUANTUM; b++)
+        if (uc_gb_aligned_for(g, b))
+            return b;
+    return 0;
 }
 
 /* Set one recorded attribute on the rebuilt descriptor: descriptors mapped to their rebuilt twins, N -> b in a

@@ -43,8 +43,8 @@ static int admitted(const uc_ggraph *g, int64_t b, int64_t engine, int *determin
     return 0;
 }
 
-/* Build the sub-plans of parts (size[i], engine[i]) in order: 0, or -1 (nothing kept) when a size does not keep
- * the alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit. `listed`:
+/* Build the sub-plans of parts (size[i], engine[i]) in order: 0, or -1 (nothing kept) when a part does not start
+ * where every split tensor keeps its declared alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit. `listed`:
  * the engines are ones the framework itself would run undivided (an offered variant's rival), not judged by the
  * caller's engine's notes. */
 int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engine, int n, size_t limit,
@@ -64,8 +64,8 @@ int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engi
     int caller_det = !(g->notes & (1 << 4));
     for (int i = 0; ok && i < n; i++) {
         int beta_one = wgrad && i > 0, det = 0;
-        sum += size[i];
-        ok = size[i] >= 1 && sum <= g->n && uc_gb_aligned_for(g, size[i]);
+        ok = size[i] >= 1 && size[i] <= g->n - sum && uc_gb_aligned_for(g, sum); /* where the part starts */
+        sum += ok ? size[i] : 0;
         int j = 0;
         while (ok && j < p.nowned && !(key_b[j] == size[i] && key_e[j] == engine[i] && key_one[j] == beta_one))
             j++;
@@ -103,6 +103,22 @@ int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engi
     }
     *out = p;
     return 0;
+}
+
+void uc_gparts_order(const uc_ggraph *g, int64_t *size, int64_t *engine, int n)
+{
+    int64_t q = uc_gb_align_quantum(g);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (q && size[i] % q == 0) { /* stable: the parts that may start anywhere, in their order */
+            int64_t s = size[i], e = engine[i];
+            memmove(&size[kept + 1], &size[kept], (size_t)(i - kept) * sizeof *size);
+            memmove(&engine[kept + 1], &engine[kept], (size_t)(i - kept) * sizeof *engine);
+            size[kept] = s;
+            engine[kept] = e;
+            kept++;
+        }
+    }
 }
 
 int uc_gparts_uniform(const uc_ggraph *g, int64_t engine_index, int64_t b, size_t limit, uc_gparts *out)

@@ -42,6 +42,8 @@ static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_co
         return -1;
     uc_request r;
     uc_request_init(&r, uc_graph_op_code(g), g->key, (int)g->n, limit, policy, !(g->notes & (1 << 4)), algo_count);
+    int64_t quantum = uc_gb_align_quantum(g); /* none: only the undivided plan keeps the alignment */
+    r.req.align_quantum = quantum > 0 ? (int)quantum : (int)g->n;
     uc_bench_subject subject = {g, bench_graph, (cudnnHandle_t)g->handle, g->n};
     ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
     int rc = uc_planner_ask(planner, &subject, &r, &rep);
@@ -75,6 +77,8 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;
     }
+    if (rc == 0)
+        uc_gparts_order(g, size, engine, n);
     if (rc == 0 && uc_gparts_build(g, size, engine, n, limit, out, 0) != 0) {
         UC_COUNT(rejected_plans, 1);
         uc_log(UC_LOG_WARNING, "graph plan %p: the planner's plan (%d part(s)) is not one the shim can run within "

@@ -35,9 +35,42 @@ int64_t Args::num(const std::string &name, const char *fallback) const {
     return n;
 }
 
+std::vector<int64_t> Args::nums(const std::string &name, const char *fallback, size_t count) const {
+    std::string v = str(name, fallback);
+    std::vector<int64_t> out;
+    size_t at = 0;
+    while (true) {
+        size_t comma = v.find(',', at);
+        std::string part = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        char *end = nullptr;
+        long long n = std::strtoll(part.c_str(), &end, 10);
+        if (part.empty() || *end) throw std::invalid_argument("--" + name + " wants integers, got " + v);
+        out.push_back(n);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    if (out.size() == 1) out.assign(count, out[0]);
+    if (out.size() != count)
+        throw std::invalid_argument("--" + name + " wants 1 or " + std::to_string(count) + " values, got " + v);
+    return out;
+}
+
 std::vector<int64_t> Problem::packed(const std::vector<int64_t> &dims) {
     std::vector<int64_t> s(dims.size(), 1);
     for (size_t i = dims.size() - 1; i-- > 0;) s[i] = s[i + 1] * dims[i + 1];
+    return s;
+}
+
+std::vector<int64_t> Problem::strides(const std::vector<int64_t> &dims) const {
+    if (!nhwc) return packed(dims);
+    // Channels last: C innermost, then the spatial dims from the last to the first, then N.
+    std::vector<int64_t> s(dims.size(), 1);
+    int64_t step = dims[1];
+    for (size_t i = dims.size() - 1; i >= 2; i--) {
+        s[i] = step;
+        step *= dims[i];
+    }
+    s[0] = step;
     return s;
 }
 
@@ -66,14 +99,32 @@ Problem Problem::from(const Args &a) {
         throw std::invalid_argument("--dtype: float or half");
     }
     p.n = a.num("n"), p.c = a.num("c"), p.k = a.num("k"), p.h = a.num("h"), p.w = a.num("w");
-    p.r = a.num("r"), p.s = a.num("s"), p.pad = a.num("pad", "0"), p.stride = a.num("stride", "1");
-    p.dil = a.num("dil", "1");
+    p.r = a.num("r"), p.s = a.num("s"), p.groups = a.num("groups", "1");
+    bool deep = a.str("d", "").size() > 0;
+    p.spatial = deep ? 3 : 2;
+    std::string layout = a.str("layout", "nchw");
+    if (layout != "nchw" && layout != "nhwc") throw std::invalid_argument("--layout: nchw or nhwc");
+    p.nhwc = layout == "nhwc";
+    size_t sp = static_cast<size_t>(p.spatial);
+    p.pad = a.nums("pad", "0", sp), p.stride = a.nums("stride", "1", sp), p.dil = a.nums("dil", "1", sp);
+    if (p.groups < 1 || p.c % p.groups || p.k % p.groups)
+        throw std::invalid_argument("--groups: a divisor of both --c and --k");
     p.z_alpha = static_cast<float>(std::atof(a.str("z-alpha", "1").c_str()));
-    auto out = [&](int64_t in, int64_t f) { return 1 + (in + 2 * p.pad - ((f - 1) * p.dil + 1)) / p.stride; };
-    p.xdim = {p.n, p.c, p.h, p.w};
-    p.wdim = {p.k, p.c, p.r, p.s};
-    p.ydim = {p.n, p.k, out(p.h, p.r), out(p.w, p.s)};
-    p.bdim = {1, p.k, 1, 1};
+    std::vector<int64_t> in = {p.h, p.w}, filt = {p.r, p.s};
+    if (deep) {
+        in.insert(in.begin(), a.num("d"));
+        filt.insert(filt.begin(), a.num("t"));
+    }
+    p.xdim = {p.n, p.c};
+    p.wdim = {p.k, p.c / p.groups};
+    p.ydim = {p.n, p.k};
+    p.bdim = {1, p.k};
+    for (size_t i = 0; i < sp; i++) {
+        p.xdim.push_back(in[i]);
+        p.wdim.push_back(filt[i]);
+        p.ydim.push_back(1 + (in[i] + 2 * p.pad[i] - ((filt[i] - 1) * p.dil[i] + 1)) / p.stride[i]);
+        p.bdim.push_back(1);
+    }
     return p;
 }
 

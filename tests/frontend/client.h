@@ -22,6 +22,8 @@ class Args {
     Args(int argc, char **argv);
     std::string str(const std::string &name, const char *fallback = nullptr) const;
     int64_t num(const std::string &name, const char *fallback = nullptr) const;
+    // A comma-separated list of `count` integers; one value stands for all `count`.
+    std::vector<int64_t> nums(const std::string &name, const char *fallback, size_t count) const;
 
   private:
     std::map<std::string, std::string> kv_;
@@ -29,16 +31,25 @@ class Args {
 
 enum class Op { fprop, dgrad, wgrad, fused };
 
+// The problem: --n --c --k --h --w --r --s, and --d --t (the input's and filter's depth) for a 3-D convolution;
+// --pad --stride --dil, each one value for every spatial dim or one per dim (e.g. 1,0); --groups G (C and K
+// multiples of G; the filter holds C/G input channels); --layout nchw|nhwc (channels-last tensors and filter, as
+// PyTorch's channels_last memory format lays them out). Dims are always in NC[D]HW order; the layout sets the
+// strides, and the data files hold the tensors in that layout's memory order.
 struct Problem {
     Op op;
     std::string op_name;
     int dtype;               // cudnnDataType_t of the data: CUDNN_DATA_FLOAT or CUDNN_DATA_HALF
     size_t elem;             // bytes per element
-    int64_t n, c, k, h, w, r, s, pad, stride, dil;
+    int64_t n, c, k, h, w, r, s, groups;
+    int spatial;             // 2 or 3
+    bool nhwc;
+    std::vector<int64_t> pad, stride, dil;  // one per spatial dim
     float z_alpha;           // the fused graph's scale of z
     std::vector<int64_t> xdim, wdim, ydim, bdim;
     static Problem from(const Args &a);
     static std::vector<int64_t> packed(const std::vector<int64_t> &dims);  // NCHW strides
+    std::vector<int64_t> strides(const std::vector<int64_t> &dims) const;  // the layout's strides
     static int64_t count(const std::vector<int64_t> &dims);
     char output_role() const { return op == Op::dgrad ? 'x' : op == Op::wgrad ? 'w' : 'y'; }
 };

@@ -34,7 +34,10 @@ def programs() -> _build.Programs:
 
 @dataclass(frozen=True)
 class Problem:
-    """One convolution: NCHW shapes, 3x3, padding 1, PyTorch's tensor roles (x, w, y)."""
+    """One convolution in PyTorch's tensor roles (x, w, y). By default NCHW, 3x3, padding 1, ``hw`` x ``hw``;
+    ``size`` (2 or 3 extents: a 2-D or 3-D convolution), ``filt``, ``pad``, ``stride``, ``dil`` (one value per
+    spatial dim), ``groups`` and ``layout`` (``nhwc``: channels last, as PyTorch's channels_last lays tensors out)
+    describe any other. The data files hold the tensors in the layout's memory order."""
 
     op: str
     dtype: str = "float"
@@ -43,6 +46,17 @@ class Problem:
     k: int = 32
     hw: int = 16
     z_alpha: float = 0.5
+    size: tuple[int, ...] = ()
+    filt: tuple[int, ...] = ()
+    pad: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    dil: tuple[int, ...] = ()
+    groups: int = 1
+    layout: str = "nchw"
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return self.size or (self.hw, self.hw)
 
     @property
     def np_dtype(self) -> npt.DTypeLike:
@@ -50,14 +64,47 @@ class Problem:
 
     @property
     def params(self) -> T.ConvParams:
-        return T.ConvParams.make(2, pad=1)
+        nsp = len(self.extents)
+        return T.ConvParams.make(
+            nsp, pad=self.pad or 1, stride=self.stride or 1, dilation=self.dil or 1, groups=self.groups
+        )
+
+    @property
+    def x_shape(self) -> tuple[int, ...]:
+        return (self.n, self.c, *self.extents)
+
+    @property
+    def w_shape(self) -> tuple[int, ...]:
+        return (self.k, self.c // self.groups, *(self.filt or (3,) * len(self.extents)))
+
+    @property
+    def y_shape(self) -> tuple[int, ...]:
+        return T.output_shape(self.x_shape, self.w_shape, self.params)
 
     def args(self) -> list[str]:
-        dims = {"n": self.n, "c": self.c, "k": self.k, "h": self.hw, "w": self.hw, "r": 3, "s": 3, "pad": 1}
+        def joined(v: tuple[int, ...]) -> str:
+            return ",".join(str(i) for i in v)
+
+        ext, filt, prm = self.extents, self.w_shape[2:], self.params
+        dims = {"n": self.n, "c": self.c, "k": self.k, "h": ext[-2], "w": ext[-1], "r": filt[-2], "s": filt[-1]}
+        if len(ext) == 3:
+            dims |= {"d": ext[0], "t": filt[0]}
         out = ["--op", self.op, "--dtype", self.dtype, "--z-alpha", repr(self.z_alpha)]
+        out += ["--pad", joined(prm.pad), "--stride", joined(prm.stride), "--dil", joined(prm.dilation)]
+        out += ["--groups", str(self.groups), "--layout", self.layout]
         for name, value in dims.items():
             out += [f"--{name}", str(value)]
         return out
+
+    def to_memory(self, a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A logical NC[D]HW array in the layout's memory order."""
+        return np.ascontiguousarray(np.moveaxis(a, 1, -1)) if self.layout == "nhwc" and a.ndim > 2 else a
+
+    def from_memory(self, flat: npt.NDArray[Any], shape: tuple[int, ...]) -> npt.NDArray[Any]:
+        """The logical NC[D]HW array of ``shape`` from its bytes in the layout's memory order."""
+        if self.layout != "nhwc":
+            return flat.reshape(shape)
+        return np.moveaxis(flat.reshape((shape[0], *shape[2:], shape[1])), -1, 1)
 
 
 @dataclass
@@ -77,17 +124,18 @@ class Inputs:
         def rand(*shape: int) -> npt.NDArray[Any]:
             return rng.standard_normal(shape).astype(p.np_dtype)
 
-        x, w, y = rand(p.n, p.c, p.hw, p.hw), rand(p.k, p.c, 3, 3), rand(p.n, p.k, p.hw, p.hw)
+        x, w, y = rand(*p.x_shape), rand(*p.w_shape), rand(*p.y_shape)
         out = {"fprop": "y", "fused": "y", "dgrad": "x", "wgrad": "w"}[p.op]
         made = {"x": x, "w": w, "y": y}
         made[out] = np.full_like(made[out], np.nan)
-        z = rand(p.n, p.k, p.hw, p.hw) if p.op == "fused" else np.zeros(0, p.np_dtype)
-        b = rand(1, p.k, 1, 1) if p.op == "fused" else np.zeros(0, p.np_dtype)
+        bias = (1, p.k) + (1,) * len(p.extents)
+        z = rand(*p.y_shape) if p.op == "fused" else np.zeros(0, p.np_dtype)
+        b = rand(*bias) if p.op == "fused" else np.zeros(0, p.np_dtype)
         return cls(made["x"], made["w"], made["y"], z, b)
 
-    def write(self, folder: Path) -> None:
+    def write(self, folder: Path, p: Problem) -> None:
         for name in ("x", "w", "y", "z", "b"):
-            getattr(self, name).tofile(folder / f"{name}.bin")
+            p.to_memory(getattr(self, name)).tofile(folder / f"{name}.bin")
 
     def reference(self, p: Problem) -> npt.NDArray[np.floating[Any]]:
         """What the op computes, in float64 from the (rounded) inputs."""
@@ -142,7 +190,7 @@ def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
     ) -> Run:
         folder = tmp_path / f"run{next(counter)}"
         folder.mkdir()
-        inputs.write(folder)
+        inputs.write(folder, p)
         env = base_env(tmp_path)
         stats_file = folder / "stats.json"
         if preload:
@@ -160,7 +208,7 @@ def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
         out_file = folder / "out.bin"
         output = None
         if out_file.exists():
-            output = np.fromfile(out_file, dtype=p.np_dtype).reshape(inputs.output_shape(p))
+            output = p.from_memory(np.fromfile(out_file, dtype=p.np_dtype), inputs.output_shape(p))
         stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
         return Run(report, stats, output, proc.returncode, proc.stderr)
 

@@ -5,7 +5,8 @@
 // check support, build the first plan that builds, read its workspace, allocate it and execute.
 //
 // Usage: graph_v1 --op fprop|dgrad|wgrad --dtype float|half --n N --c C --k K --h H --w W --r R --s S
-//                 [--pad P --stride U --dil D] --data DIR --capacity BYTES [--calls K]
+//                 [--pad P --stride U --dil D --groups G --layout nchw|nhwc --d D --t T] --data DIR
+//                 --capacity BYTES [--calls K] (the problem's options: client.h)
 // The data files and the JSON output (call times included) are those of torch_v0 (client.h); exit status 0 when
 // the op ran.
 #include <cudnn_frontend.h>
@@ -28,17 +29,15 @@ void check(fe::error_t e, const char *what) {
     if (e.is_bad()) throw Failure(std::string(what) + ": " + e.get_message());
 }
 
-std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph &g, const char *name, int64_t uid,
-                                                    const std::vector<int64_t> &dims) {
-    return g.tensor(fe::graph::Tensor_attributes()
-                        .set_name(name)
-                        .set_uid(uid)
-                        .set_dim(dims)
-                        .set_stride(rc::Problem::packed(dims)));
+std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph &g, const rc::Problem &p, const char *name,
+                                                    int64_t uid, const std::vector<int64_t> &dims) {
+    return g.tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(p.strides(dims)));
 }
 
-void output(const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t uid, const std::vector<int64_t> &dims) {
-    t->set_output(true).set_uid(uid).set_dim(dims).set_stride(rc::Problem::packed(dims));
+void output(const std::shared_ptr<fe::graph::Tensor_attributes> &t, const rc::Problem &p, int64_t uid,
+            const std::vector<int64_t> &dims) {
+    t->set_output(true).set_uid(uid).set_dim(dims).set_stride(p.strides(dims));
 }
 
 int run(int argc, char **argv) {
@@ -62,19 +61,19 @@ int run(int argc, char **argv) {
         g.set_io_data_type(p.dtype == 2 ? fe::DataType_t::HALF : fe::DataType_t::FLOAT)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT);
-        std::vector<int64_t> pad = {p.pad, p.pad}, stride = {p.stride, p.stride}, dil = {p.dil, p.dil};
+        const std::vector<int64_t> &pad = p.pad, &stride = p.stride, &dil = p.dil;
         if (p.op == rc::Op::fprop) {
-            auto X = input(g, "x", 'x', p.xdim), W = input(g, "w", 'w', p.wdim);
+            auto X = input(g, p, "x", 'x', p.xdim), W = input(g, p, "w", 'w', p.wdim);
             auto attrs = fe::graph::Conv_fprop_attributes().set_padding(pad).set_stride(stride).set_dilation(dil);
-            output(g.conv_fprop(X, W, attrs), 'y', p.ydim);
+            output(g.conv_fprop(X, W, attrs), p, 'y', p.ydim);
         } else if (p.op == rc::Op::dgrad) {
-            auto DY = input(g, "dy", 'y', p.ydim), W = input(g, "w", 'w', p.wdim);
+            auto DY = input(g, p, "dy", 'y', p.ydim), W = input(g, p, "w", 'w', p.wdim);
             auto attrs = fe::graph::Conv_dgrad_attributes().set_padding(pad).set_stride(stride).set_dilation(dil);
-            output(g.conv_dgrad(DY, W, attrs), 'x', p.xdim);
+            output(g.conv_dgrad(DY, W, attrs), p, 'x', p.xdim);
         } else {
-            auto DY = input(g, "dy", 'y', p.ydim), X = input(g, "x", 'x', p.xdim);
+            auto DY = input(g, p, "dy", 'y', p.ydim), X = input(g, p, "x", 'x', p.xdim);
             auto attrs = fe::graph::Conv_wgrad_attributes().set_padding(pad).set_stride(stride).set_dilation(dil);
-            output(g.conv_wgrad(DY, X, attrs), 'w', p.wdim);
+            output(g.conv_wgrad(DY, X, attrs), p, 'w', p.wdim);
         }
         check(g.validate(), "validate");
         check(g.build_operation_graph(handle), "build_operation_graph");

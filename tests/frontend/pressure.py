@@ -60,7 +60,7 @@ class Row:
 def run_once(exe: Path, p: Problem, inputs: Inputs, folder: Path, capacity: int, benchmark: int, calls: int,
              preload: bool) -> tuple[dict[str, Any], dict[str, Any], np.ndarray]:  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
-    inputs.write(folder)
+    inputs.write(folder, p)
     env = {k: v for k, v in os.environ.items() if not k.startswith("UCUDNN_") and k != "LD_PRELOAD"}
     env |= {"LD_LIBRARY_PATH": str(_paths.LIB_DIR), "OPENBLAS_NUM_THREADS": "1",
             "UCUDNN_DATABASE": str(folder / "cache.sqlite"), "UCUDNN_LOG_LEVEL": "info"}  # fmt: skip

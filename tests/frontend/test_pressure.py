@@ -137,7 +137,10 @@ def test_deterministic_torch_gets_a_deterministic_variant(run_client: RunClient)
     roomy = run_client("torch_v0", p, inputs, extra=extra)  # the same engine undivided, with room for it
     assert engine_index(roomy.report["engine"]) == engine_index(ucudnn.report["engine"])
     assert roomy.output is not None and ucudnn.output is not None
-    assert np.array_equal(roomy.output, ucudnn.output)
+    # The same engine's sums, over parts of 2 samples instead of 8: equal up to the BLAS's blocking, which can
+    # depend on the matrix sizes (bit for bit on some CPUs, not on others).
+    scale = float(np.max(np.abs(roomy.output)))
+    np.testing.assert_allclose(ucudnn.output, roomy.output, rtol=1e-6, atol=1e-6 * scale)
 
 
 @pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)

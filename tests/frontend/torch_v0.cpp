@@ -16,7 +16,8 @@
 // non-deterministic ones when asked for determinism, and tensor-core ones for float32 without TF32).
 //
 // Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half --n N --c C --k K --h H --w W --r R --s S
-//                 [--pad P --stride U --dil D --z-alpha A] --data DIR --capacity BYTES
+//                 [--pad P --stride U --dil D --groups G --layout nchw|nhwc --d D --t T --z-alpha A]
+//                 --data DIR --capacity BYTES (the problem's options: client.h)
 //                 [--benchmark 0|1 --benchmark-limit L --calls K --deterministic 0|1]
 //                 [--shrink-after J --shrink-to BYTES]: after J calls the allocator holds BYTES (memory other
 //                 tensors took), and under the preload library its stand-in for the device's free memory follows
@@ -60,9 +61,10 @@ struct Session {
     std::vector<std::string> tried;  // one JSON object per config or plan tried, in order
 };
 
-fe::Tensor tensor_desc(const std::vector<int64_t> &dims, int64_t uid, const void *ptr, cudnnDataType_t type,
-                       bool is_virtual = false) {
-    auto strides = rc::Problem::packed(dims);
+// The problem's layout gives the strides (PyTorch passes the tensor's own: channels_last ones for NHWC).
+fe::Tensor tensor_desc(const rc::Problem &p, const std::vector<int64_t> &dims, int64_t uid, const void *ptr,
+                       cudnnDataType_t type, bool is_virtual = false) {
+    auto strides = p.strides(dims);
     return fe::TensorBuilder()
         .setDim(dims.size(), dims.data())
         .setStrides(strides.size(), strides.data())
@@ -75,15 +77,15 @@ fe::Tensor tensor_desc(const std::vector<int64_t> &dims, int64_t uid, const void
 
 // 16-bit data convolves in float, as PyTorch asks.
 fe::ConvDesc_v8 conv_desc(const rc::Problem &p) {
-    int64_t pad[2] = {p.pad, p.pad}, stride[2] = {p.stride, p.stride}, dil[2] = {p.dil, p.dil};
+    auto n = static_cast<int64_t>(p.spatial);
     return fe::ConvDescBuilder()
         .setComputeType(CUDNN_DATA_FLOAT)
         .setMathMode(CUDNN_CROSS_CORRELATION)
-        .setSpatialDimCount(2)
-        .setSpatialStride(2, stride)
-        .setPrePadding(2, pad)
-        .setPostPadding(2, pad)
-        .setDilation(2, dil)
+        .setSpatialDimCount(n)
+        .setSpatialStride(n, p.stride.data())
+        .setPrePadding(n, p.pad.data())
+        .setPostPadding(n, p.pad.data())
+        .setDilation(n, p.dil.data())
         .build();
 }
 
@@ -107,30 +109,30 @@ fe::OperationGraph fused_graph(const Session &s) {
     auto add = pointwise(CUDNN_POINTWISE_ADD), add_bias = pointwise(CUDNN_POINTWISE_ADD);
     auto relu = pointwise(CUDNN_POINTWISE_RELU_FWD);
     auto conv = fe::OperationBuilder(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)
-                    .setxDesc(tensor_desc(p.xdim, 'x', s.data.x.get(), type))
-                    .setyDesc(tensor_desc(p.ydim, 'C', s.data.y.get(), CUDNN_DATA_FLOAT, true))
-                    .setwDesc(tensor_desc(p.wdim, 'w', s.data.w.get(), type))
+                    .setxDesc(tensor_desc(p, p.xdim, 'x', s.data.x.get(), type))
+                    .setyDesc(tensor_desc(p, p.ydim, 'C', s.data.y.get(), CUDNN_DATA_FLOAT, true))
+                    .setwDesc(tensor_desc(p, p.wdim, 'w', s.data.w.get(), type))
                     .setAlpha(1.0f)
                     .setBeta(0.0f)
                     .setcDesc(conv_desc(p))
                     .build();
     auto add_op = fe::OperationBuilder(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
                       .setxDesc(conv.getOutputTensor())
-                      .setbDesc(tensor_desc(p.ydim, 'z', s.data.z.get(), type))
-                      .setyDesc(tensor_desc(p.ydim, 'A', s.data.y.get(), CUDNN_DATA_FLOAT, true))
+                      .setbDesc(tensor_desc(p, p.ydim, 'z', s.data.z.get(), type))
+                      .setyDesc(tensor_desc(p, p.ydim, 'A', s.data.y.get(), CUDNN_DATA_FLOAT, true))
                       .setpwDesc(add)
                       .setAlpha(1.0f)
                       .setAlpha2(p.z_alpha)
                       .build();
     auto bias_op = fe::OperationBuilder(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
                        .setxDesc(add_op.getOutputTensor())
-                       .setbDesc(tensor_desc(p.bdim, 'b', s.data.b.get(), type))
-                       .setyDesc(tensor_desc(p.ydim, 'B', s.data.y.get(), CUDNN_DATA_FLOAT, true))
+                       .setbDesc(tensor_desc(p, p.bdim, 'b', s.data.b.get(), type))
+                       .setyDesc(tensor_desc(p, p.ydim, 'B', s.data.y.get(), CUDNN_DATA_FLOAT, true))
                        .setpwDesc(add_bias)
                        .build();
     auto relu_op = fe::OperationBuilder(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)
                        .setxDesc(bias_op.getOutputTensor())
-                       .setyDesc(tensor_desc(p.ydim, 'y', s.data.y.get(), type))
+                       .setyDesc(tensor_desc(p, p.ydim, 'y', s.data.y.get(), type))
                        .setpwDesc(relu)
                        .build();
     std::array<fe::Operation const *, 4> ops = {&conv, &add_op, &bias_op, &relu_op};
@@ -143,9 +145,9 @@ fe::OperationGraph build_graph(const Session &s) {
     const rc::Problem &p = s.p;
     auto type = static_cast<cudnnDataType_t>(p.dtype);
     auto op = fe::OperationBuilder(op_kind(p.op))
-                  .setxDesc(tensor_desc(p.xdim, 'x', s.data.x.get(), type))
-                  .setyDesc(tensor_desc(p.ydim, 'y', s.data.y.get(), type))
-                  .setwDesc(tensor_desc(p.wdim, 'w', s.data.w.get(), type))
+                  .setxDesc(tensor_desc(p, p.xdim, 'x', s.data.x.get(), type))
+                  .setyDesc(tensor_desc(p, p.ydim, 'y', s.data.y.get(), type))
+                  .setwDesc(tensor_desc(p, p.wdim, 'w', s.data.w.get(), type))
                   .setcDesc(conv_desc(p))
                   .build();
     std::array<fe::Operation const *, 1> ops = {&op};

@@ -18,6 +18,7 @@ from ucudnn.optimizer import (
     Status,
     best_plan,
     candidate_batch_sizes,
+    keeps_quantum,
 )
 
 from .opt_brute import all_plans, close, time_of, two_algorithms, ws_of
@@ -232,3 +233,40 @@ def test_large_batch_all_policy_matches_power_of_two_when_only_powers_are_measur
     b = best_plan(perfs, batch=1024, workspace_limit_bytes=100 * 64, policy="powerOfTwo")
     assert a.plan is not None and a.plan == b.plan
     assert [mb.batch for mb in a.plan.micro_batches] == [64] * 16
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables(max_batch=12), st.sampled_from(POLICIES), st.sampled_from([0, 25, 100]), st.integers(1, 5))
+def test_best_plan_under_a_quantum_is_the_fastest_plan_that_keeps_it(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int, quantum: int
+) -> None:
+    """Every micro-batch but one a multiple of ``quantum`` (a graph whose declared alignment holds only at such
+    offsets): the fastest such plan, found by enumerating every plan; ties to less workspace, then fewer parts."""
+    batch, perfs = table
+    sizes = candidate_batch_sizes(batch, policy)
+    result = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, quantum=quantum)
+    brute = [
+        p for p in all_plans(usable(perfs, limit, False), batch, sizes) if sum(c.batch % quantum > 0 for c in p) <= 1
+    ]
+    assert (result.plan is None) == (not brute), (result, brute[:3])
+    if result.plan is None:
+        assert f"a multiple of {quantum}" in result.message or quantum == 1
+        return
+    assert_valid(result.plan, perfs, batch, sizes, limit, False)
+    assert keeps_quantum(result.plan, quantum)
+    best_t = min(time_of(p) for p in brute)
+    assert close(result.plan.time_ms, best_t)
+    fastest = [p for p in brute if close(time_of(p), best_t)]
+    if quantum > 1:
+        assert result.plan.workspace_bytes == min(ws_of(p) for p in fastest)
+        least = min(len(p) for p in fastest if ws_of(p) == result.plan.workspace_bytes)
+        assert len(result.plan.micro_batches) == least
+
+
+def test_a_quantum_of_one_changes_nothing_and_a_bad_one_raises() -> None:
+    perfs = two_algorithms(64)
+    plain = best_plan(perfs, batch=64, workspace_limit_bytes=8 << 10)
+    assert best_plan(perfs, batch=64, workspace_limit_bytes=8 << 10, quantum=1) == plain
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="quantum"):
+            best_plan(perfs, batch=64, workspace_limit_bytes=8 << 10, quantum=bad)  # type: ignore[arg-type]

@@ -125,6 +125,23 @@ def test_a_plan_never_has_more_micro_batches_than_the_shim_holds() -> None:
     assert min(bench.calls) == 16
 
 
+def test_an_alignment_quantum_keeps_every_part_but_one_a_multiple_of_it(tmp_path: Path) -> None:
+    """N = 11 under 4 MiB, "all": five parts of 2 and one of 1 with algo 2 (2 MiB a sample) are fastest, but with a
+    quantum of 4 (a graph whose tensors' declared alignment holds only every 4 samples) every part but one must be a
+    multiple of 4: 4 + 4 + 3 with algo 1. A plan stored without the quantum is not served to a request with it: it
+    is planned afresh, and stored."""
+    cache = Cache(tmp_path / "c.sqlite")
+    planner, bench = Planner(cache=cache), Recorded()
+    plain = plan(planner, bench, batch=11, policy="all")
+    assert steps(plain) == [(2, 2)] * 5 + [(1, 2)]
+    quantized = plan(planner, bench, batch=11, policy="all", align_quantum=4)
+    assert steps(quantized) == [(4, 1), (4, 1), (3, 1)] and "cached" not in quantized.message
+    again = plan(Planner(cache=cache), Recorded(), batch=11, policy="all", align_quantum=4)
+    assert again.message == "cached plan" and steps(again) == [(4, 1), (4, 1), (3, 1)]
+    with pytest.raises(ValueError, match="align_quantum"):
+        plan(planner, bench, batch=11, align_quantum=0)
+
+
 def test_micro_batch_sizes_are_shared_across_mini_batch_sizes() -> None:
     planner, bench = Planner(), Recorded()
     plan(planner, bench, batch=16)

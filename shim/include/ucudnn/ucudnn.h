@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define UCUDNN_ABI_VERSION 2
+#define UCUDNN_ABI_VERSION 3
 
 /* Ops of a kernel key. Bias-activation forward is planned as a forward kernel (same algorithms). */
 #define UCUDNN_OP_FWD 0
@@ -53,6 +53,8 @@ typedef struct {
     int deterministic_only;        /* 1: every micro-batch's algorithm must be deterministic */
     int algo_count;                /* number of valid algorithm enum values of this op (0..algo_count-1) */
     void *bench_ctx;               /* opaque; pass to ucudnn_benchmark during this request only */
+    int align_quantum;             /* every micro-batch but the last must be a multiple of this many samples (a
+                                    * graph's declared tensor alignment holds only at such offsets); 1: any */
 } ucudnn_plan_request;
 
 /* The most micro-batches a plan may have: a plan of more calls than that is never worth their per-call cost, and

@@ -143,6 +143,7 @@ int fake_shim_plan(const char *key, int batch, size_t limit, const char *policy,
         .deterministic_only = deterministic_only,
         .algo_count = FAKE_ALGOS,
         .bench_ctx = ctx,
+        .align_quantum = 1,
     };
     const char *abi = getenv("FAKE_SHIM_ABI");
     if (abi != NULL)
