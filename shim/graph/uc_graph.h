@@ -296,14 +296,15 @@ void uc_graph_knobs_text(uc_sb *sb, const uc_ggraph *g);
 /* ---- the parts a plan runs in (uc_graph_parts.c) ---- */
 
 /* Build the sub-plans of parts (size[i], engine[i]) in order: 0 and *out, or -1 (nothing kept) when a part does not
- * start where every split tensor keeps its declared alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit.
- * `listed`: the engines are ones the framework itself would run undivided (an offered variant's rival), not judged
- * by the caller's engine's notes. */
+ * start where every split tensor keeps its declared alignment, an engine is not admitted, a plan does not build or
+ * its workspace exceeds the limit. `listed`: the engines are ones the framework itself would run undivided (an
+ * offered variant's rival), not judged by the caller's engine's notes. */
 int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engine, int n, size_t limit,
                     uc_gparts *out, int listed);
-/* The planner's parts reordered (stably) so that those whose sizes are multiples of the alignment quantum come
- * first: after them a part of any size starts where alignment holds, so one such part, last, is always runnable. */
-void uc_gparts_order(const uc_ggraph *g, int64_t *size, int64_t *engine, int n);
+/* The planner's parts reordered (stably) so that those whose sizes are multiples of the alignment quantum q
+ * (uc_gb_align_quantum; 0: none) come first: after them a part of any size starts where alignment holds, so one
+ * such part, last, is always runnable. */
+void uc_gparts_order(int64_t q, int64_t *size, int64_t *engine, int n);
 /* The uniform split of `engine` at the largest power-of-two size below N whose parts all fit `limit` (under the
  * `all` policy, refined up to the next power of two): 0 and *out, or -1. */
 int uc_gparts_largest(const uc_ggraph *g, int64_t engine, size_t limit, int policy, uc_gparts *out);
@@ -353,8 +354,10 @@ void uc_goffer_plan(const uc_ggraph *g, size_t limit, int policy, uc_gparts *mai
 #define UC_G_MAX_ALIGN_QUANTUM 4096 /* samples: a larger alignment quantum counts as none */
 size_t uc_gb_dtype_bytes(int dtype); /* bytes of an element the shim can offset pointers for, else 0 */
 int uc_gb_split_tensor(const uc_ggraph *g, const gtensor *t);
-int uc_gb_aligned_for(const uc_ggraph *g, int64_t b); /* a part starting at sample b keeps every split tensor's alignment */
-int64_t uc_gb_align_quantum(const uc_ggraph *g);      /* the least such b > 0 (parts of its multiples can go anywhere), 0 if none */
+/* Whether a part starting at sample b keeps every split tensor's alignment; the least such b > 0 (parts of its
+ * multiples can go anywhere), 0 if none. */
+int uc_gb_aligned_for(const uc_ggraph *g, int64_t b);
+int64_t uc_gb_align_quantum(const uc_ggraph *g);
 /* A finalized plan of the graph at b run by `engine` (the caller's knobs for the caller's engine), and its
  * workspace; NULL on failure. The caller owns it (uc_gb_destroy). */
 void *uc_gb_build(const uc_ggraph *g, int64_t b, int beta_one, int64_t engine, int64_t *workspace);

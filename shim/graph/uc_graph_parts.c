@@ -44,9 +44,9 @@ static int admitted(const uc_ggraph *g, int64_t b, int64_t engine, int *determin
 }
 
 /* Build the sub-plans of parts (size[i], engine[i]) in order: 0, or -1 (nothing kept) when a part does not start
- * where every split tensor keeps its declared alignment, an engine is not admitted, a plan does not build or its workspace exceeds the limit. `listed`:
- * the engines are ones the framework itself would run undivided (an offered variant's rival), not judged by the
- * caller's engine's notes. */
+ * where every split tensor keeps its declared alignment, an engine is not admitted, a plan does not build or its
+ * workspace exceeds the limit. `listed`: the engines are ones the framework itself would run undivided (an offered
+ * variant's rival), not judged by the caller's engine's notes. */
 int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engine, int n, size_t limit,
                        uc_gparts *out, int listed)
 {
@@ -105,9 +105,8 @@ int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engi
     return 0;
 }
 
-void uc_gparts_order(const uc_ggraph *g, int64_t *size, int64_t *engine, int n)
+void uc_gparts_order(int64_t q, int64_t *size, int64_t *engine, int n)
 {
-    int64_t q = uc_gb_align_quantum(g);
     int kept = 0;
     for (int i = 0; i < n; i++) {
         if (q && size[i] % q == 0) { /* stable: the parts that may start anywhere, in their order */

@@ -33,8 +33,8 @@ static int bench_graph(const void *subject, int batch, size_t limit, ucudnn_perf
 
 /* The planner's plan for the graph kernel under `limit` into mbs (batch, algo = engine): 0 with *count, *time_ms
  * and *verified, 1 nothing fits, -1 no planner or an error. */
-static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_count, ucudnn_micro_batch *mbs,
-                       int *count, float *time_ms, int *verified)
+static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_count, int64_t quantum,
+                       ucudnn_micro_batch *mbs, int *count, float *time_ms, int *verified)
 {
     int transient = 0, cap = (int)g->n;
     ucudnn_planner_fn planner = uc_get_planner(&transient);
@@ -42,8 +42,7 @@ static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_co
         return -1;
     uc_request r;
     uc_request_init(&r, uc_graph_op_code(g), g->key, (int)g->n, limit, policy, !(g->notes & (1 << 4)), algo_count);
-    int64_t quantum = uc_gb_align_quantum(g); /* none: only the undivided plan keeps the alignment */
-    r.req.align_quantum = quantum > 0 ? (int)quantum : (int)g->n;
+    r.req.align_quantum = quantum > 0 ? (int)quantum : (int)g->n; /* none: only the undivided plan keeps it */
     uc_bench_subject subject = {g, bench_graph, (cudnnHandle_t)g->handle, g->n};
     ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
     int rc = uc_planner_ask(planner, &subject, &r, &rep);
@@ -71,14 +70,15 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     int64_t *size = calloc((size_t)g->n, sizeof *size), *engine = calloc((size_t)g->n, sizeof *engine);
     int n = 0, rc = -1;
     float time_ms = 0;
+    int64_t quantum = uc_gb_align_quantum(g);
     if (mbs && size && engine)
-        rc = ask_planner(g, limit, policy, (int)count, mbs, &n, &time_ms, verified);
+        rc = ask_planner(g, limit, policy, (int)count, quantum, mbs, &n, &time_ms, verified);
     for (int i = 0; rc == 0 && i < n; i++) {
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;
     }
     if (rc == 0)
-        uc_gparts_order(g, size, engine, n);
+        uc_gparts_order(quantum, size, engine, n);
     if (rc == 0 && uc_gparts_build(g, size, engine, n, limit, out, 0) != 0) {
         UC_COUNT(rejected_plans, 1);
         uc_log(UC_LOG_WARNING, "graph plan %p: the planner's plan (%d part(s)) is not one the shim can run within "

@@ -256,18 +256,42 @@ def test_fused_conv_add_bias_relu(
     assert ran >= 3
 
 
-def test_fused_half_notes_the_down_conversion(driver: G.Driver) -> None:
-    """16-bit data with float virtual tensors: the convolution's result is rounded to 16 bits before the float
-    pointwise math, which the engines' notes say."""
+def test_fused_half_keeps_the_float_intermediate(driver: G.Driver) -> None:
+    """16-bit data with float virtual tensors (PyTorch's fused graphs): every engine computes the convolution's
+    result in float, as cuDNN's fused engines keep it, so none notes DOWN_CONVERT_INPUTS (PyTorch drops those). A
+    result past half's range that the residual add brings back comes out finite: rounded to half it would be
+    infinite. A virtual half result is half, and a virtual double one is rounded first, which the notes say."""
     problem = CASES["2d-groups-3x3"]
     arrs, z, bias = fused_inputs(problem, np.float16, "NCHW")
+    expected = fused_reference(arrs, z, bias, problem.params, 0.5)
+    ran = 0
+    for engine in [-1, *range(C.ALGO_COUNT[C.Op.FWD])]:
+        x, w, y = (clone(a) for a in arrs)
+        outcome = driver.run(FWD, x, w, y, problem.params, alpha=ALPHA, engine=engine, fused=(z, bias, 0.5))
+        if outcome.status == 3000 and outcome.stage == "engine":
+            continue
+        assert outcome.status == 0, (engine, outcome)
+        ran += 1
+        assert G.NOTE_DOWN_CONVERT not in outcome.notes, (engine, outcome.notes)
+        T.assert_close(y, expected, np.float16, f"engine {engine}")
+    assert ran >= 3
+
+    # x = w = 32 and alpha 4: 4 * 1024 * (taps in range) * 2 channels, up to 73728 (past half's 65504) inside;
+    # z = conv / 2 (exact in half) at z_alpha -2 cancels it exactly, leaving relu(bias). Rounded to half first,
+    # the convolution's result would be infinite, and so would the output.
     x, w, y = (clone(a) for a in arrs)
-    outcome = driver.run(FWD, x, w, y, problem.params, alpha=ALPHA, fused=(z, bias, 0.5), virtual_dtype=G.FLOAT)
-    assert outcome.status == 0
-    assert G.NOTE_DOWN_CONVERT in outcome.notes
-    T.assert_close(y, fused_reference(arrs, z, bias, problem.params, 0.5), np.float16)
-    same = driver.run(FWD, *arrs, problem.params, fused=(z, bias, 0.5), virtual_dtype=G.HALF, execute=False)
-    assert G.NOTE_DOWN_CONVERT not in same.notes
+    x[...], w[...] = 32, 32
+    conv = T.conv_forward(x, w, problem.params, alpha=4.0)
+    assert conv.max() > 65504
+    z_half = T.to_layout(conv / 2, "NCHW", np.float16)
+    assert np.array_equal(T.as_float64(z_half) * 2, conv)
+    outcome = driver.run(FWD, x, w, y, problem.params, alpha=4.0, fused=(z_half, bias, -2.0))
+    assert outcome.status == 0, outcome
+    assert np.array_equal(T.as_float64(y), np.broadcast_to(np.maximum(T.as_float64(bias), 0.0), y.shape))
+
+    for virtual, rounded in ((G.HALF, False), (G.DOUBLE, True)):
+        same = driver.run(FWD, *arrs, problem.params, fused=(z, bias, 0.5), virtual_dtype=virtual, execute=False)
+        assert same.status == 0 and (G.NOTE_DOWN_CONVERT in same.notes) == rounded, (virtual, same)
 
 
 def test_fused_graph_with_z_as_the_output(driver: G.Driver) -> None:

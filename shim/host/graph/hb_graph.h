@@ -97,8 +97,13 @@ typedef struct {
     double alpha, beta;                /* of the convolution */
     int y_virtual;                     /* the convolution writes a virtual tensor (kept in the workspace) */
     size_t y_bytes;                    /* bytes of that tensor */
+    /* wide: 16-bit x and w, a virtual FLOAT result (PyTorch's fused graphs). The engines convert x and w to float
+     * in their workspace and run the float convolution fprob, so the pointwise ops read the result unrounded. */
+    int wide;
+    hb_problem fprob;
+    size_t x_span, w_span;             /* elements from x's (w's) first to last, strides included */
     int npw, pw[HB_GRAPH_MAX_OPS];     /* pointwise ops after the convolution, in an order that computes them */
-    int down_convert;                  /* a 16-bit convolution result feeds wider pointwise math */
+    int down_convert;                  /* a 16-bit result rounded before wider math (a virtual DOUBLE result) */
 } hb_graph;
 
 /* An engine as resolved at its Finalize (shared by engine, configuration and plan descriptors). */

@@ -6,7 +6,9 @@
  *   - after a forward convolution, any number of pointwise operations (hb_pw_supported modes) whose tensors have
  *     the convolution output's shape, inputs possibly broadcast (a dim of 1, e.g. a [1,K,1,1] bias); virtual
  *     tensors must be produced and consumed inside the graph. The convolution's output, when virtual, lives in
- *     the workspace (that is what the plan's workspace adds to the algorithm's).
+ *     the workspace (that is what the plan's workspace adds to the algorithm's). A virtual FLOAT output of 16-bit
+ *     data is computed in float, as cuDNN's fused engines keep it: the engine converts x and w to float in its
+ *     workspace too and runs the float convolution, and the result is never rounded to 16 bits.
  * Any other graph finalizes (as on the real library) with ENGINE_GLOBAL_COUNT 0 (hb_graph_build.c), among them a
  * pointwise operation without its pointwise descriptor or with parts that were never finalized.
  */
@@ -115,6 +117,34 @@ static int filter_format(const hb_gtensor *w) {
     return -1;
 }
 
+/* Elements from the first to the last of extents ext[] at strides st[], 0 on overflow. */
+static size_t span(int n, const int64_t *ext, const int64_t *st) {
+    int64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t step;
+        if (ext[i] < 1) return 0;
+        if (__builtin_mul_overflow(ext[i] - 1, st[i], &step) || __builtin_add_overflow(last, step, &last)) return 0;
+    }
+    return last < INT64_MAX && (uint64_t)last < SIZE_MAX / 8 ? (size_t)last + 1 : 0;
+}
+
+/* A 16-bit convolution with a virtual FLOAT result: the float problem the engines run, and the spans of x and w
+ * they convert (0: too large to convert). */
+static int widen(hb_graph *g) {
+    const hb_problem *p = &g->prob;
+    const int64_t xe[5] = {p->x.n, p->x.c, p->x.sp[0], p->x.sp[1], p->x.sp[2]};
+    const int64_t xs[5] = {p->x.stride_n, p->x.stride_c, p->x.stride_sp[0], p->x.stride_sp[1], p->x.stride_sp[2]};
+    const int64_t we[5] = {p->w.k, p->w.c, p->w.sp[0], p->w.sp[1], p->w.sp[2]};
+    const int64_t ws[5] = {p->w.stride_k, p->w.stride_c, p->w.stride_sp[0], p->w.stride_sp[1], p->w.stride_sp[2]};
+    g->x_span = span(5, xe, xs);
+    g->w_span = span(5, we, ws);
+    if (!g->x_span || !g->w_span) return 0;
+    g->fprob = *p;
+    g->fprob.dtype = CUDNN_DATA_FLOAT;
+    g->wide = 1;
+    return 1;
+}
+
 /* The convolution as a checked hb_problem (through the legacy descriptors, so both APIs accept the same). */
 static int conv_problem(hb_graph *g, const hb_gop *o) {
     const hb_gtensor *x = &o->t[HB_R_X], *w = &o->t[HB_R_W], *y = &o->t[HB_R_Y];
@@ -159,9 +189,11 @@ static int conv_problem(hb_graph *g, const hb_gop *o) {
     g->alpha = o->alpha.type ? o->alpha.v : 1.0;
     g->beta = o->beta.type ? o->beta.v : 0.0;
     g->y_virtual = y->is_virtual;
+    g->wide = 0;
     if (g->y_virtual) {
         if (g->beta != 0.0) return 0; /* nothing to blend with */
-        size_t bytes = hb_dtype_size(dt);
+        if (hb_is_16bit(dt) && y->dtype == CUDNN_DATA_FLOAT && !widen(g)) return 0;
+        size_t bytes = hb_dtype_size(g->wide ? CUDNN_DATA_FLOAT : dt);
         for (int i = 0; i < ly.nb; i++) {
             if (ly.dim[i] && bytes > SIZE_MAX / 2 / (size_t)ly.dim[i]) return 0;
             bytes *= (size_t)ly.dim[i];
@@ -219,7 +251,7 @@ static int pointwise_plan(hb_graph *g) {
         }
         if (!progress) return 0; /* a cycle */
     }
-    g->down_convert = g->npw > 0 && g->y_virtual && hb_is_16bit(g->prob.dtype) &&
+    g->down_convert = g->npw > 0 && g->y_virtual && !g->wide && hb_is_16bit(g->prob.dtype) &&
                       hb_gdtype_size(shape->dtype) > hb_dtype_size(g->prob.dtype);
     return 1;
 }

@@ -91,11 +91,13 @@ static void take_graph(const void *elems, int *has, hb_graph **g) {
 
 /* ---- engines ---- */
 
+static size_t add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
 /* Engine `index` of graph g, or NOT_SUPPORTED. */
 static cudnnStatus_t resolve(hb_graph *g, int64_t index, hb_gengine *e) {
     if (!g->supported || index < 0 || index >= hb_algo_enum_count(g->op)) return CUDNN_STATUS_NOT_SUPPORTED;
     const hb_algo *a = hb_find_algo(g->op, (int)index);
-    size_t need = a ? a->workspace(&g->prob) : SIZE_MAX;
+    size_t need = a ? a->workspace(g->wide ? &g->fprob : &g->prob) : SIZE_MAX;
     if (need == SIZE_MAX) return CUDNN_STATUS_NOT_SUPPORTED;
     memset(e, 0, sizeof *e);
     e->g = hb_graph_ref(g);
@@ -103,9 +105,10 @@ static cudnnStatus_t resolve(hb_graph *g, int64_t index, hb_gengine *e) {
     e->algo = a;
     e->algo_ws = need;
     e->ws = need;
-    if (g->y_virtual) {
+    if (g->y_virtual) { /* [algorithm | x in float | w in float] (wide graphs) | the convolution's result */
         size_t at = hb_align64(need);
-        e->ws = at > SIZE_MAX - g->y_bytes ? SIZE_MAX : at + g->y_bytes;
+        if (g->wide) at = add_sat(add_sat(at, hb_align64(g->x_span * 4)), hb_align64(g->w_span * 4));
+        e->ws = add_sat(at, g->y_bytes);
     }
     if (!a->deterministic) {
         e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;

@@ -228,10 +228,12 @@ static int is_conv_op(int kind) { return kind != CUDNN_BACKEND_OPERATION_POINTWI
 /* The tensor role an operation attribute names, -1 for other attributes. */
 static int role_of(int kind, int name) {
     if (is_conv_op(kind)) {
-        int off = name - (kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ? CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA
-                          : kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
-                              ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA
-                              : CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA);
+        int first = kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+                        ? CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA
+                    : kind == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                        ? CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA
+                        : CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA;
+        int off = name - first;
         return off == 3 ? HB_R_W : off == 4 ? HB_R_X : off == 5 ? HB_R_Y : -1 - off; /* -1 alpha, -2 beta, -3 conv */
     }
     switch (name) {

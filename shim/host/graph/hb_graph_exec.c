@@ -92,6 +92,14 @@ static cudnnStatus_t plan_and_pack(cudnnHandle_t handle, const hb_bd *plan, cons
     return CUDNN_STATUS_SUCCESS;
 }
 
+/* n 16-bit elements of type dtype from src, as floats at dst. */
+static void widen(int dtype, const void *src, size_t n, float *dst) {
+    if (dtype == CUDNN_DATA_HALF)
+        for (size_t i = 0; i < n; i++) dst[i] = hb_half_to_f(((const hb_half *)src)[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = hb_bf16_to_f(((const hb_bf16 *)src)[i]);
+}
+
 static cudnnStatus_t execute(cudnnHandle_t handle, const hb_bd *plan, const hb_bd *vp) {
     if (!vp) return CUDNN_STATUS_BAD_PARAM;
     cudnnStatus_t st = plan_and_pack(handle, plan, vp);
@@ -108,6 +116,16 @@ static cudnnStatus_t execute(cudnnHandle_t handle, const hb_bd *plan, const hb_b
     const hb_gop *c = &g->ops[g->conv];
     void *x = hb_binding_find(&b, c->t[HB_R_X].uid), *w = hb_binding_find(&b, c->t[HB_R_W].uid);
     void *y = g->y_virtual ? ws + hb_align64(e->algo_ws) : hb_binding_find(&b, c->t[HB_R_Y].uid);
+    const hb_problem *p = &g->prob;
+    if (g->wide) { /* x and w in float after the algorithm's share, the result after them */
+        float *xf = y, *wf = (float *)((char *)xf + hb_align64(g->x_span * 4));
+        widen(p->dtype, x, g->x_span, xf);
+        widen(p->dtype, w, g->w_span, wf);
+        x = xf;
+        w = wf;
+        y = (char *)wf + hb_align64(g->w_span * 4);
+        p = &g->fprob;
+    }
     const void *in0 = x, *in1 = w;
     void *out = y;
     if (g->op == HB_OP_BWD_DATA) {
@@ -118,7 +136,7 @@ static cudnnStatus_t execute(cudnnHandle_t handle, const hb_bd *plan, const hb_b
         in1 = y;
         out = w;
     }
-    st = e->algo->run(&g->prob, in0, in1, out, g->alpha, g->beta, ws, e->algo_ws);
+    st = e->algo->run(p, in0, in1, out, g->alpha, g->beta, ws, e->algo_ws);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     hb_model_clock_add(hb_model_time_ms(e->algo, &g->prob));
     if (g->npw > 0) hb_pointwise_run(g, &b, y);

@@ -70,7 +70,7 @@ static int entry_of(table *tb, const hb_graph *g, const hb_gtensor *t, const hb_
     if (t->uid == yt->uid) {
         e->in_slot = 0;
         e->ptr = (char *)yconv;
-        e->dtype = g->prob.dtype;
+        e->dtype = g->wide ? CUDNN_DATA_FLOAT : g->prob.dtype;
         if (yt->is_virtual) { /* packed, as the graph analysis laid it out */
             int64_t packed[HB_GDIMS], s = 1;
             for (int64_t k = yt->nb - 1; k >= 0; k--) {
