@@ -39,12 +39,19 @@ def best_plan(
     non-positive batch, negative workspace).
     """
     pol = _dp.validate_common(batch, workspace_limit_bytes, policy)
-    if isinstance(quantum, bool) or not isinstance(quantum, int) or quantum < 1:
-        raise ValueError(f"quantum must be an int >= 1, not {quantum!r}")
+    check_quantum(quantum)
     sizes, usable = _dp.usable_perfs(perfs, batch, workspace_limit_bytes, pol, deterministic_only)
     fastest = {size: lst[0] for size, lst in usable.items()}
     if quantum > 1:
-        return _quantized(batch, quantum, fastest) or PlanResult(
+        plan = quantized_plan(batch, quantum, fastest)
+        if plan is not None:
+            return PlanResult(
+                Status.OPTIMAL,
+                plan,
+                f"{len(plan.micro_batches)} micro-batch(es), {plan.time_ms:.6g} ms, {plan.workspace_bytes} bytes "
+                f"(all but one a multiple of {quantum})",
+            )
+        return PlanResult(
             Status.INFEASIBLE,
             None,
             _dp.describe_infeasible(batch, sizes, usable, pol, workspace_limit_bytes, deterministic_only)
@@ -94,7 +101,13 @@ def _ranks_before(a: tuple[float, int, int], b: tuple[float, int, int]) -> bool:
     return a[0] < b[0]
 
 
-def _quantized(batch: int, quantum: int, fastest: dict[int, AlgoPerf]) -> PlanResult | None:
+def check_quantum(quantum: object) -> None:
+    """Raise ValueError unless ``quantum`` is an int >= 1."""
+    if isinstance(quantum, bool) or not isinstance(quantum, int) or quantum < 1:
+        raise ValueError(f"quantum must be an int >= 1, not {quantum!r}")
+
+
+def quantized_plan(batch: int, quantum: int, fastest: dict[int, AlgoPerf]) -> Plan | None:
     """best_plan under ``quantum`` > 1 from the fastest algorithm of each usable size; None when nothing fits."""
     coins = {size // quantum: p for size, p in fastest.items() if size % quantum == 0}
     table = _dp.new_table(batch // quantum)
@@ -110,12 +123,4 @@ def _quantized(batch: int, quantum: int, fastest: dict[int, AlgoPerf]) -> PlanRe
         rank = (plan.time_ms, plan.workspace_bytes, len(plan.micro_batches))
         if best is None or _ranks_before(rank, best[0]):
             best = (rank, plan)
-    if best is None:
-        return None
-    plan = best[1]
-    return PlanResult(
-        Status.OPTIMAL,
-        plan,
-        f"{len(plan.micro_batches)} micro-batch(es), {plan.time_ms:.6g} ms, {plan.workspace_bytes} bytes "
-        f"(all but one a multiple of {quantum})",
-    )
+    return None if best is None else best[1]

@@ -138,6 +138,7 @@ class _Member:
     batch: int
     op: int | None
     algo_count: int
+    quantum: int = 1  # the request's align_quantum: the member's front keeps it
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ class Network:
         self._note = note
         self._lock = threading.Lock()
         self._members: dict[str, dict[tuple[str, int], _Member]] = {}
-        self._fronts: dict[tuple[str, str, int], tuple[_Context, tuple[Plan, ...]]] = {}
+        self._fronts: dict[tuple[str, str, int, int], tuple[_Context, tuple[Plan, ...]]] = {}
         self._current: dict[str, tuple[_Context, Division]] = {}
         self.divisions = 0  # divisions solved
         self.clears = 0  # times the shim's plans were dropped because shares changed
@@ -203,10 +204,11 @@ class Network:
             members = self._members.setdefault(req.backend_id, {})
             ident = (req.key, req.batch)
             arriving = ident not in members
-            if arriving:
-                members[ident] = _Member(req.key, req.batch, req.op, req.algo_count)
+            requantized = not arriving and members[ident].quantum != req.align_quantum
+            if arriving or requantized:
+                members[ident] = _Member(req.key, req.batch, req.op, req.algo_count, req.align_quantum)
             current = self._current.get(req.backend_id)
-            if arriving or current is None or current[0] != ctx:
+            if arriving or requantized or current is None or current[0] != ctx:
                 division = self._divide(req.backend_id, ctx, ident, req.benchmark)
                 self._publish(division, None if current is None else current[1], ident if arriving else None)
                 self._current[req.backend_id] = (ctx, division)
@@ -223,11 +225,11 @@ class Network:
     # ---------------------------------------------------------------- internals
 
     def _front(self, backend_id: str, ctx: _Context, m: _Member, benchmark: Benchmark) -> tuple[Plan, ...]:
-        fk = (backend_id, m.key, m.batch)
+        fk = (backend_id, m.key, m.batch, m.quantum)
         known = self._fronts.get(fk)
         if known is not None and known[0] == ctx:
             return known[1]
-        kernel = NetworkKernel(m.key, m.batch, m.algo_count, benchmark, m.op)
+        kernel = NetworkKernel(m.key, m.batch, m.algo_count, benchmark, m.op, m.quantum)
         front = self.planner.kernel_front(
             kernel, backend_id=backend_id, workspace_limit_bytes=ctx.budget, policy=ctx.policy
         )

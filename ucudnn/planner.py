@@ -99,13 +99,15 @@ class PlanRequest:
 @dataclass(frozen=True)
 class NetworkKernel:
     """One kernel of a network for Workspace Division: its key (N excluded), mini-batch size, number of valid
-    algorithms, and how to benchmark it at N = b. ``op`` (0-2, as in ucudnn.h) is used for policy overrides."""
+    algorithms, and how to benchmark it at N = b. ``op`` (0-2, as in ucudnn.h) is used for policy overrides;
+    ``align_quantum`` is :class:`PlanRequest`'s (its front holds only plans that keep it)."""
 
     key: str
     batch: int
     algo_count: int
     benchmark: Benchmark
     op: int | None = None
+    align_quantum: int = 1
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def _optimize(
     deterministic_only: bool,
     **extra: int,
 ) -> _T:
-    """``best_plan`` or ``pareto_front`` of one kernel's measurements (``extra``: best_plan's ``quantum``)."""
+    """``best_plan`` or ``pareto_front`` of one kernel's measurements (``extra``: their ``quantum``)."""
     return optimizer(
         perfs,
         batch=batch,
@@ -312,12 +314,12 @@ class Planner:
             req.key, req.backend_id, sizes, req.algo_count, req.benchmark, floor, workspace_limit_bytes
         )
         problem = (measured.perfs, req.batch, workspace_limit_bytes, pol, deterministic)
-        if slack == 0.0 or quantum > 1:  # the slack's Pareto front knows no quantum
+        if slack == 0.0:
             undivided = (measured.perfs, req.batch, workspace_limit_bytes, BatchSizePolicy.UNDIVIDED, deterministic)
             best, alone = _optimize(best_plan, *problem, quantum=quantum), _optimize(best_plan, *undivided)
             result = _worth_dividing(best, alone, _verify_margin())
         else:
-            result = _pick_with_slack(_optimize(pareto_front, *problem), slack)
+            result = _pick_with_slack(_optimize(pareto_front, *problem, quantum=quantum), slack)
         if measured.unusable_sizes:
             note = f" (sizes not benchmarked: {', '.join(map(str, measured.unusable_sizes))})"
             result = PlanResult(result.status, result.plan, result.message + note)
@@ -432,6 +434,7 @@ class Planner:
         missing, which ``kernel.benchmark`` measures and the cache stores. Empty when nothing fits."""
         _check_int("batch", kernel.batch, 1)
         _check_int("algo_count", kernel.algo_count, 1)
+        _check_int("align_quantum", kernel.align_quantum, 1)
         _check_int("workspace_limit_bytes", workspace_limit_bytes, 0)
         pol = parse_policy(policy)
         settings = self._settings()
@@ -442,7 +445,8 @@ class Planner:
         measured = self._measure(
             kernel.key, backend_id, sizes, kernel.algo_count, kernel.benchmark, floor, workspace_limit_bytes
         )
-        return _optimize(pareto_front, measured.perfs, kernel.batch, workspace_limit_bytes, pol, deterministic)
+        problem = (measured.perfs, kernel.batch, workspace_limit_bytes, pol, deterministic)
+        return _optimize(pareto_front, *problem, quantum=kernel.align_quantum)
 
     # ---------------------------------------------------------------- internals
 

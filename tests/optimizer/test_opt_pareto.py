@@ -7,7 +7,15 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ucudnn.optimizer import AlgoPerf, BatchSizePolicy, Plan, best_plan, candidate_batch_sizes, pareto_front
+from ucudnn.optimizer import (
+    AlgoPerf,
+    BatchSizePolicy,
+    Plan,
+    best_plan,
+    candidate_batch_sizes,
+    keeps_quantum,
+    pareto_front,
+)
 
 from .opt_brute import all_plans, close, time_of, two_algorithms, ws_of
 from .test_opt_reuse import POLICIES, assert_valid, tables, usable
@@ -40,6 +48,38 @@ def test_front_against_brute_force(
         assert any(p.workspace_bytes <= ws and (p.time_ms < t or close(p.time_ms, t)) for p in front)
     # The fastest point is best_plan's plan at the same limit.
     best = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, deterministic_only=det)
+    assert best.plan == front[-1]
+
+
+@settings(max_examples=120, deadline=None)
+@given(tables(max_batch=10), st.sampled_from(POLICIES), st.sampled_from([0, 20, 50, 100]), st.integers(2, 4))
+def test_front_under_a_quantum_against_brute_force(
+    table: tuple[int, list[AlgoPerf]], policy: BatchSizePolicy, limit: int, quantum: int
+) -> None:
+    """Workspace Division's front for a graph whose alignment holds only every ``quantum`` samples: the Pareto set of
+    the plans whose micro-batches but one are multiples of ``quantum``, each point such a plan, its last point
+    best_plan's at the same limit and quantum."""
+    batch, perfs = table
+    sizes = candidate_batch_sizes(batch, policy)
+    front = pareto_front(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, quantum=quantum)
+    brute = [
+        (time_of(p), ws_of(p))
+        for p in all_plans(usable(perfs, limit, False), batch, sizes)
+        if sum(c.batch % quantum > 0 for c in p) <= 1
+    ]
+    best = best_plan(perfs, batch=batch, workspace_limit_bytes=limit, policy=policy, quantum=quantum)
+    if not brute:
+        assert front == () and best.plan is None
+        return
+    for a, b in itertools.pairwise(front):
+        assert a.workspace_bytes < b.workspace_bytes and a.time_ms > b.time_ms
+    for point in front:
+        assert_valid(point, perfs, batch, sizes, limit, False)
+        assert keeps_quantum(point, quantum)
+        for t, ws in brute:
+            assert not (ws <= point.workspace_bytes and t < point.time_ms and not close(t, point.time_ms))
+    for t, ws in brute:
+        assert any(p.workspace_bytes <= ws and (p.time_ms < t or close(p.time_ms, t)) for p in front)
     assert best.plan == front[-1]
 
 

@@ -303,3 +303,36 @@ def test_solver_printf_goes_to_stderr() -> None:
         "libc.fflush(None)\n"
     )
     assert_native_output_diverted(code, "solver noise")
+
+
+def test_a_kernel_with_an_alignment_quantum_gets_a_share_it_can_use() -> None:
+    """A graph whose declared alignment holds only every 4 samples (align_quantum 4) can run no micro-batch but its
+    last off that grid. Its front holds only such plans, so the division gives it a share it can use: each
+    kernel's plan under its share is the division's choice, and the predicted total is what the plans take."""
+    net, _ = make(3 * MiB)
+    a, b = Kernel("a", 1.0, MiB, 4.0), Kernel("b", 0.5, 2 * MiB, 2.0)
+
+    def ask_q(k: Kernel, quantum: int) -> PlanResult:
+        return net.plan(
+            key=k.key, backend_id=BACKEND, batch=12, workspace_limit_bytes=1 << 40, policy="all",
+            deterministic_only=False, algo_count=2, benchmark=k, op=0, align_quantum=quantum,
+        )  # fmt: skip
+
+    ask_q(a, 4)
+    ask_q(b, 1)
+    d = net.division()
+    assert d is not None
+    got = {k.key: ask_q(k, q).plan for k, q in ((a, 4), (b, 1))}
+    for k in (a, b):
+        share = d.share_of(k.key, 12)
+        plan = got[k.key]
+        assert share is not None and share.plan is not None and plan is not None
+        assert plan.time_ms == pytest.approx(share.plan.time_ms), (k.key, share.plan, plan)
+        assert plan.workspace_bytes <= share.plan.workspace_bytes
+    plan_a = got[a.key]
+    assert plan_a is not None and sum(mb.batch % 4 > 0 for mb in plan_a.micro_batches) <= 1
+    # Within 3 MiB no part of a can use its fast algorithm (4 samples need 4 MiB) except a last one of at most 3
+    # samples, which leaves 9, not a multiple of 4: a runs slow, and b (no quantum) gets the whole budget.
+    share_b = d.share_of(b.key, 12)
+    assert share_b is not None and share_b.plan is not None and share_b.plan.workspace_bytes == 2 * MiB
+    assert d.total_time_ms == pytest.approx(sum(p.time_ms for p in got.values() if p is not None))

@@ -307,6 +307,17 @@ def test_time_slack_prefers_less_workspace_and_is_not_stored() -> None:
     assert saver.cache.stats()["plans"] == 0
 
 
+def test_time_slack_keeps_an_alignment_quantum() -> None:
+    """The slack's Pareto front holds only plans that keep the request's quantum (N = 11, "all", 4 MiB: the
+    fastest such plan is 4 + 4 + 3 with algo 1; the fastest of all, 5 x 2 + 1 with algo 2, breaks it)."""
+    saver = Planner(policy=WorkspacePolicy(time_slack=0.25))
+    strict = plan(Planner(), Recorded(), batch=11, policy="all", align_quantum=4)
+    chosen = plan(saver, Recorded(), batch=11, policy="all", align_quantum=4)
+    assert sum(mb.batch % 4 > 0 for mb in chosen.plan.micro_batches) <= 1, chosen.plan
+    assert chosen.plan.time_ms <= 1.25 * strict.plan.time_ms
+    assert chosen.plan.workspace_bytes <= strict.plan.workspace_bytes and "within 25%" in chosen.message
+
+
 def test_environment_policy_is_read_when_none_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UCUDNN_DETERMINISTIC", "1")
     assert plan(Planner(), Recorded(), workspace_limit_bytes=64 * MiB).plan.deterministic
