@@ -95,8 +95,11 @@ Problem Problem::from(const Args &a) {
     } else if (dt == "half") {
         p.dtype = 2;  // CUDNN_DATA_HALF
         p.elem = 2;
+    } else if (dt == "bfloat16") {
+        p.dtype = 9;  // CUDNN_DATA_BFLOAT16
+        p.elem = 2;
     } else {
-        throw std::invalid_argument("--dtype: float or half");
+        throw std::invalid_argument("--dtype: float, half or bfloat16");
     }
     p.n = a.num("n"), p.c = a.num("c"), p.k = a.num("k"), p.h = a.num("h"), p.w = a.num("w");
     p.r = a.num("r"), p.s = a.num("s"), p.groups = a.num("groups", "1");
@@ -171,12 +174,18 @@ double half_to_double(uint16_t h) {
 
 }  // namespace
 
-std::string checksum(const Buffer &b, size_t elem) {
+std::string checksum(const Buffer &b, int dtype) {
     double sum = 0, abs_sum = 0;
+    size_t elem = dtype == 0 ? 4 : 2;
     for (size_t i = 0; i < b.size() / elem; i++) {
         double v;
-        if (elem == 2) {
+        if (dtype == 2) {
             v = half_to_double(static_cast<const uint16_t *>(b.get())[i]);
+        } else if (dtype == 9) {
+            uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t *>(b.get())[i]) << 16;
+            float f;
+            std::memcpy(&f, &bits, sizeof f);
+            v = f;
         } else {
             float f;
             std::memcpy(&f, static_cast<const char *>(b.get()) + i * elem, sizeof f);

@@ -39,7 +39,7 @@ enum class Op { fprop, dgrad, wgrad, fused };
 struct Problem {
     Op op;
     std::string op_name;
-    int dtype;               // cudnnDataType_t of the data: CUDNN_DATA_FLOAT or CUDNN_DATA_HALF
+    int dtype;               // cudnnDataType_t of the data: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16
     size_t elem;             // bytes per element
     int64_t n, c, k, h, w, r, s, groups;
     int spatial;             // 2 or 3
@@ -74,7 +74,7 @@ class Buffer {
 
 Buffer read_file(const std::string &path, size_t expect_bytes);
 // {"sum": ..., "abs_sum": ...} of a buffer of float32 (elem 4) or float16 (elem 2) values, in double.
-std::string checksum(const Buffer &b, size_t elem);
+std::string checksum(const Buffer &b, int dtype);  // dtype: 0 float, 2 half, 9 bfloat16
 void write_file(const std::string &path, const Buffer &b);
 
 struct OutOfMemory : std::runtime_error {

@@ -60,7 +60,10 @@ class Problem:
 
     @property
     def np_dtype(self) -> npt.DTypeLike:
-        return np.float16 if self.dtype == "half" else np.float32
+        """float32, float16, or T.BFLOAT16 (uint16 bit patterns) for ``bfloat16``."""
+        if self.dtype == "half":
+            return np.float16
+        return T.BFLOAT16 if self.dtype == "bfloat16" else np.float32
 
     @property
     def params(self) -> T.ConvParams:
@@ -122,12 +125,13 @@ class Inputs:
         rng = np.random.default_rng(seed)
 
         def rand(*shape: int) -> npt.NDArray[Any]:
-            return rng.standard_normal(shape).astype(p.np_dtype)
+            return T.to_layout(rng.standard_normal(shape), "NCHW", p.np_dtype)
 
         x, w, y = rand(*p.x_shape), rand(*p.w_shape), rand(*p.y_shape)
         out = {"fprop": "y", "fused": "y", "dgrad": "x", "wgrad": "w"}[p.op]
         made = {"x": x, "w": w, "y": y}
-        made[out] = np.full_like(made[out], np.nan)
+        nan = 0x7FC0 if np.dtype(p.np_dtype) == T.BFLOAT16 else np.nan  # a bfloat16 quiet NaN's bits
+        made[out] = np.full_like(made[out], nan)
         bias = (1, p.k) + (1,) * len(p.extents)
         z = rand(*p.y_shape) if p.op == "fused" else np.zeros(0, p.np_dtype)
         b = rand(*bias) if p.op == "fused" else np.zeros(0, p.np_dtype)

@@ -4,7 +4,7 @@
 // workspace exceeds the caller's limit (deselect_workspace_greater_than, read from ENGINECFG_WORKSPACE_SIZE),
 // check support, build the first plan that builds, read its workspace, allocate it and execute.
 //
-// Usage: graph_v1 --op fprop|dgrad|wgrad --dtype float|half --n N --c C --k K --h H --w W --r R --s S
+// Usage: graph_v1 --op fprop|dgrad|wgrad --dtype float|half|bfloat16 --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D --groups G --layout nchw|nhwc --d D --t T] --data DIR
 //                 --capacity BYTES [--calls K] (the problem's options: client.h)
 // The data files and the JSON output (call times included) are those of torch_v0 (client.h); exit status 0 when
@@ -58,7 +58,9 @@ int run(int argc, char **argv) {
     int64_t executed = 0;
     try {
         fe::graph::Graph g;
-        g.set_io_data_type(p.dtype == 2 ? fe::DataType_t::HALF : fe::DataType_t::FLOAT)
+        g.set_io_data_type(p.dtype == 2   ? fe::DataType_t::HALF
+                            : p.dtype == 9 ? fe::DataType_t::BFLOAT16
+                                           : fe::DataType_t::FLOAT)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT);
         const std::vector<int64_t> &pad = p.pad, &stride = p.stride, &dil = p.dil;
@@ -98,7 +100,7 @@ int run(int argc, char **argv) {
         rc::CallTimer::report(out, wall_ms, model_ms);
         out.field("status", "ok");
         const rc::Buffer &result = p.output_role() == 'x' ? x : p.output_role() == 'w' ? w : y;
-        out.raw("checksum", rc::checksum(result, p.elem));
+        out.raw("checksum", rc::checksum(result, p.dtype));
         rc::write_file(dir + "/out.bin", result);
     } catch (Failure &e) {
         out.field("status", "error").field("error", e.what());

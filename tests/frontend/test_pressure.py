@@ -42,9 +42,11 @@ def steady_ms(run: Run) -> float:
     return float(times[-1])
 
 
-def pair(run_client: RunClient, program: str, op: str, capacity: int, benchmark: int | None) -> tuple[Run, Run]:
+def pair(
+    run_client: RunClient, program: str, op: str, capacity: int, benchmark: int | None, dtype: str = "float"
+) -> tuple[Run, Run]:
     """The same op alone and under the preload library's defaults, with an allocator of `capacity` bytes."""
-    p = Problem(op, **SHAPE)
+    p = Problem(op, dtype=dtype, **SHAPE)
     inputs = Inputs.make(p)
     extra = ("--calls", str(CALLS)) + (("--benchmark", str(benchmark)) if benchmark is not None else ())
     alone = run_client(program, p, inputs, capacity=capacity, extra=extra)
@@ -82,6 +84,22 @@ def test_memory_starved_torch_runs_the_fast_engine_micro_batched(
         assert ucudnn.report["plans_built"] == alone.report["plans_built"] + 1, (alone.report, ucudnn.report)
         assert ucudnn.report["plans_fitting"] == alone.report["plans_fitting"] + 1
         assert ucudnn.report["workspace"] <= CAPACITY
+
+
+@pytest.mark.parametrize("dtype", ["half", "bfloat16"])
+@pytest.mark.parametrize("op", ["fprop", "dgrad", "fused"])
+def test_memory_starved_16bit_torch_runs_the_fast_engine_micro_batched(
+    run_client: RunClient, op: str, dtype: str
+) -> None:
+    """The same in half and bfloat16 (PyTorch's mixed-precision training): the fast engine's configuration is out
+    of memory, its variant right after it runs micro-batched, with the reference's output, and faster."""
+    alone, ucudnn = pair(run_client, "torch_v0", op, CAPACITY, 0, dtype)
+    stats = ucudnn.stats
+    assert stats["graph_split_plans"] >= 1 and stats["graph_micro_batches"] > 0, stats
+    assert stats["graph_verified"] == 1 and stats["graph_rejected_by_measurement"] == 0, stats
+    tried = ucudnn.report["tried"]
+    assert [t["result"] for t in tried] == ["out of memory", "ok"], tried
+    assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
 
 
 @pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)

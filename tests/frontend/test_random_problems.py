@@ -1,7 +1,7 @@
 """Real clients on random problems: the real cudnn_frontend, in PyTorch's order (torch_v0, both benchmark modes) and
 through the v1 graph API (graph_v1), on convolutions drawn from a seed -- 2-D and 3-D, NCHW and channels-last
-(NHWC) tensors, groups, per-dimension filter, padding, stride and dilation, float and half, the fused conv + add +
-bias + relu graph -- each run alone and under the preload library three ways:
+(NHWC) tensors, groups, per-dimension filter, padding, stride and dilation, float, half and bfloat16, the fused
+conv + add + bias + relu graph -- each run alone and under the preload library three ways:
 
 - with room for every workspace (and the preload library told so): nothing offered, nothing split, the same
   configurations tried and the same engine as alone, bit for bit;
@@ -71,7 +71,7 @@ def draw(r: random.Random) -> Case:
         stride.append(r.choice([1, 1, 2]))
         size.append(r.randint(max(eff, 4), 18 if nsp == 2 else 8))
     problem = Problem(
-        op, dtype=r.choice(["float", "float", "float", "half"]), n=r.randint(2, 12),
+        op, dtype=r.choice(["float", "float", "float", "half", "bfloat16"]), n=r.randint(2, 12),
         c=groups * r.choice([1, 2, 3, 4, 8]), k=groups * r.choice([2, 4, 8]), size=tuple(size), filt=tuple(filt),
         pad=tuple(pad), stride=tuple(stride), dil=tuple(dil), groups=groups, layout=r.choice(["nchw", "nhwc"]),
     )  # fmt: skip
@@ -96,6 +96,14 @@ class Outcome:
     alone_ms: float | None
     ucudnn_ms: float | None
     split: bool
+    limit_split: bool = False  # under the explicit limit: micro-batched
+    over_limit: bool = False  # under the explicit limit: run as built, no engine fitting even divided
+
+    def line(self, case: Case) -> str:
+        return (
+            f"{case}: alone {self.alone_ms} ms, ucudnn {self.ucudnn_ms} ms, split {self.split}, "
+            f"limit split {self.limit_split}, over limit {self.over_limit}"
+        )
 
 
 def exercise(run_client: RunClient, case: Case) -> Outcome:
@@ -142,6 +150,9 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
     check_output(limited, p, inputs)
     within = limited.report["workspace"] <= capacity
     assert within or limited.stats["graph_over_limit"] >= 1, (str(case), limited.report, limited.stats)
+    outcome.limit_split = limited.stats["graph_split_plans"] > 0
+    outcome.over_limit = limited.stats["graph_over_limit"] > 0
+    print(outcome.line(case))  # the figures of docs/testing.md: pytest -s
     return outcome
 
 
@@ -161,8 +172,8 @@ def draw_large(r: random.Random) -> Case:
         if 60e6 <= macs <= 250e6:
             break
     problem = Problem(
-        r.choice(["fprop", "dgrad", "wgrad", "fused"]), dtype=r.choice(["float", "float", "half"]), n=n, c=c, k=k,
-        size=(hw, hw), filt=(f, f), pad=(f // 2, f // 2), layout=r.choice(["nchw", "nhwc"]),
+        r.choice(["fprop", "dgrad", "wgrad", "fused"]), dtype=r.choice(["float", "float", "half", "bfloat16"]),
+        n=n, c=c, k=k, size=(hw, hw), filt=(f, f), pad=(f // 2, f // 2), layout=r.choice(["nchw", "nhwc"]),
     )  # fmt: skip
     program = "graph_v1" if problem.op != "fused" and r.random() < 0.25 else "torch_v0"
     benchmark = r.choice([0, 1]) if program == "torch_v0" else 0
@@ -180,8 +191,6 @@ def test_random_middle_layers_run_faster_under_pressure(run_client: RunClient) -
     faster = 0
     for case in LARGE:
         o = exercise(run_client, case)
-        gain = (o.alone_ms / o.ucudnn_ms) if o.alone_ms and o.ucudnn_ms else None
-        print(f"{case}: alone {o.alone_ms} ms, ucudnn {o.ucudnn_ms} ms, split {o.split}, gain {gain}")
         faster += o.ucudnn_ms is not None and (o.alone_ms is None or o.ucudnn_ms < o.alone_ms * (1 - 1e-9))
     assert faster >= 1, "no drawn middle layer ran faster under pressure"
 

@@ -15,7 +15,7 @@
 // Engine configs whose numerical notes include down-conversion are filtered out, as PyTorch does (it also drops
 // non-deterministic ones when asked for determinism, and tensor-core ones for float32 without TF32).
 //
-// Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half --n N --c C --k K --h H --w W --r R --s S
+// Usage: torch_v0 --op fprop|dgrad|wgrad|fused --dtype float|half|bfloat16 --n N --c C --k K --h H --w W --r R --s S
 //                 [--pad P --stride U --dil D --groups G --layout nchw|nhwc --d D --t T --z-alpha A]
 //                 --data DIR --capacity BYTES (the problem's options: client.h)
 //                 [--benchmark 0|1 --benchmark-limit L --calls K --deterministic 0|1]
@@ -384,7 +384,7 @@ int run(int argc, char **argv) {
         out.field("status", "ok").field("engine", plan->getTag()).field("workspace", plan->getWorkspaceSize());
         char role = s.p.output_role();
         const rc::Buffer &result = role == 'x' ? s.data.x : role == 'w' ? s.data.w : s.data.y;
-        out.raw("checksum", rc::checksum(result, s.p.elem));
+        out.raw("checksum", rc::checksum(result, s.p.dtype));
         rc::write_file(dir + "/out.bin", result);
     } else {
         out.field("status", "error").field("error", error);
