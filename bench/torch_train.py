@@ -31,6 +31,10 @@ each in a process of its own (``ucudnn.bench.torch_worker``, which trains and ti
 - with ``--workspace L``: ``cudnn@L`` (ucudnn ``--policy undivided --workspace L``: the best single algorithm
   within L, what cuDNN alone does under that limit) and ``ucudnn@L`` (ucudnn's plans within L).
 
+``--precision bfloat16`` trains under PyTorch's mixed precision (``torch.autocast``: the convolutions in bfloat16,
+as most training on recent GPUs runs), and ``--channels-last`` with weights and input channels-last (NHWC); every
+run of the comparison alike.
+
 The environment's ``UCUDNN_*`` variables are not passed on; ``--set UCUDNN_NAME=VALUE`` gives every ucudnn run a
 setting (e.g. ``UCUDNN_SCRATCH_FROM_FRAMEWORK=1``; a configuration's own settings win), and the report says so.
 Each ucudnn run under pressure plans with a cache of its own, as a first run under that pressure would, whatever ran
@@ -68,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from ucudnn import config
-from ucudnn.bench.torch_worker import CONV3D, PRESSURE_KINDS
+from ucudnn.bench.torch_worker import CONV3D, PRECISIONS, PRESSURE_KINDS
 
 _MIB = 1 << 20
 
@@ -209,6 +213,7 @@ def _run_one(
     ]  # fmt: skip
     if not args.cudnn_benchmark:
         worker.append("--no-cudnn-benchmark")
+    worker += ["--precision", args.precision] + (["--channels-last"] if args.channels_last else [])
     if cfg.pressure:
         worker += ["--headroom-bytes", str(headroom), "--pressure", args.pressure]
     child_env = dict(env)
@@ -505,6 +510,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="backward (default): the headroom is left at the step's peak and the tensors autograd saved "
                         "are held until backward ends, so backward runs as short of memory as the peak; peak: "
                         "the headroom is left at the peak only")  # fmt: skip
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="float32 (default), or bfloat16: PyTorch's mixed precision (torch.autocast), the "
+                        "convolutions in bfloat16")  # fmt: skip
+    p.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="weights and input channels-last (NHWC), as PyTorch's channels_last training runs",
+    )
     p.add_argument("--image", type=int, default=224, help="image (and clip frame) side (default 224)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--iters", type=int, default=10)
@@ -547,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         results, interrupted = run_configs(args.models, cfgs, args.headroom, one)
     print(report(results, cfgs, args.api, args.headroom, args.pressure))
+    if args.precision != "float32" or args.channels_last:
+        print(f"every run: {args.precision}" + (", channels-last" if args.channels_last else ""))
     if args.set:
         print("settings of every ucudnn run: " + ", ".join(f"{name}={value}" for name, value in args.set))
     if args.json:

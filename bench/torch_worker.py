@@ -21,6 +21,7 @@ from typing import Any
 
 _MIB = 1 << 20
 CONV3D = "conv3d"
+PRECISIONS = ("float32", "bfloat16")  # bfloat16: torch.autocast's mixed precision
 CONV3D_CLASSES = 10
 # Warm-up steps in a row without a check ending (or starting) after which settling stops: a check takes
 # 2 * (UCUDNN_VERIFY_SAMPLES + 1) executions of its kernel, one per step, and is read one step later.
@@ -190,9 +191,20 @@ class Training:
         torch.manual_seed(0)
         built, classes = build_model(args.model)
         self.model = built.to(dev)
-        self.initial = {k: v.clone() for k, v in self.model.state_dict().items()}
         gen = torch.Generator(device=dev).manual_seed(1)
         self.x = torch.randn(*input_shape(args.model, args.batch, args.image, args.frames), device=dev, generator=gen)
+        if args.channels_last:  # PyTorch's channels-last (NHWC) training: weights and input in that memory format
+            fmt = torch.channels_last_3d if args.model == CONV3D else torch.channels_last
+            self.model = self.model.to(memory_format=fmt)
+            self.x = self.x.contiguous(memory_format=fmt)
+        self.initial = {k: v.clone() for k, v in self.model.state_dict().items()}
+
+        # bfloat16: mixed precision as PyTorch's AMP runs it (the convolutions in bfloat16, the weights in float32;
+        # no loss scaling needed); float32: none.
+        def bf16_autocast() -> Any:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+
+        self.autocast: Callable[[], Any] = bf16_autocast if args.precision == "bfloat16" else contextlib.nullcontext
         self.target = torch.randint(0, classes, (args.batch,), device=dev, generator=gen)
         self.loss_fn = torch.nn.CrossEntropyLoss()
         pressed = args.headroom is not None
@@ -200,7 +212,8 @@ class Training:
 
     def loss(self) -> Any:
         """The forward pass alone: the loss."""
-        return self.loss_fn(self.model(self.x), self.target)
+        with self.autocast():
+            return self.loss_fn(self.model(self.x), self.target)
 
     def forward_backward(self, opt: Any | None) -> Any:
         if opt is not None:
@@ -324,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--headroom-bytes", dest="headroom", type=int, help="under memory pressure: the headroom")
     p.add_argument("--pressure", choices=PRESSURE_KINDS, default="backward")
     p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false")
+    p.add_argument("--precision", choices=PRECISIONS, default="float32")
+    p.add_argument("--channels-last", action="store_true")
     return run(p.parse_args(argv))
 
 

@@ -77,6 +77,29 @@ def test_each_ucudnn_run_under_pressure_plans_with_a_cache_of_its_own_and_its_ow
     assert {database for database, _ in runs.values() if database} == {str(shared)}
 
 
+def test_precision_and_channels_last_reach_every_run_alike(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workers: list[list[str]] = []
+
+    def fake_run(cmd: list[str], env: dict[str, str], **_kw: Any) -> Any:
+        worker = cmd[cmd.index("ucudnn.bench.torch_worker") - 2 :]
+        workers.append(worker)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.write_text(json.dumps({"ms_per_iter": 1.0, "losses": [1.0], "ballast_mib": 0, "peak_mib": 1}))
+        return argparse.Namespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr("ucudnn.bench.torch_train.subprocess.run", fake_run)
+    assert tt.main(["--models", "conv3d:2", "--precision", "bfloat16", "--channels-last"]) == 0
+    assert len(workers) == 5  # torch, ucudnn, both under pressure, and the borrowing one
+    for worker in workers:
+        assert worker[worker.index("--precision") + 1] == "bfloat16" and "--channels-last" in worker, worker
+    assert "every run: bfloat16, channels-last" in capsys.readouterr().out
+    workers.clear()
+    assert tt.main(["--models", "conv3d:2", "--no-pressure"]) == 0
+    assert all(w[w.index("--precision") + 1] == "float32" and "--channels-last" not in w for w in workers)
+
+
 def test_headroom_error_names_the_option() -> None:
     assert tt._size("512MiB") == 512 << 20
     with pytest.raises(argparse.ArgumentTypeError, match="--headroom"):

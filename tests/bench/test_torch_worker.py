@@ -56,6 +56,9 @@ class _StandInTorch:
 
         self.on_step, self.steps, self.opt_steps = on_step, 0, 0
         self.cudnn_seen: list[bool] = []  # torch.backends.cudnn.enabled at each forward
+        self.autocast_seen: list[Any] = []  # the autocast dtype active at each forward (None: none)
+        self.formats: list[tuple[str, Any]] = []  # (what, memory_format) of every conversion
+        self.active_autocast: Any = None
         self.saving: Any = None  # the pack hook of saved_tensors_hooks while one is active
         self.held_seen: list[int] = []  # at each forward: tensors a pack hook returned, not yet released
         self.packs: list[Any] = []  # every pack hook a forward saved a tensor through
@@ -77,6 +80,10 @@ class _StandInTorch:
             def detach(self) -> Tensor:
                 return self
 
+            def contiguous(self, memory_format: Any = None) -> Tensor:
+                torch.formats.append(("input", memory_format))
+                return self
+
             def backward(self) -> None:
                 pass
 
@@ -84,12 +91,15 @@ class _StandInTorch:
                 return self.value
 
         class Model:
-            def to(self, _dev: Any) -> Model:
+            def to(self, _dev: Any = None, memory_format: Any = None) -> Model:
+                if memory_format is not None:
+                    torch.formats.append(("model", memory_format))
                 return self
 
             def __call__(self, _x: Any) -> Tensor:
                 torch.steps += 1
                 torch.cudnn_seen.append(torch.backends.cudnn.enabled)
+                torch.autocast_seen.append(torch.active_autocast)
                 owner = getattr(torch.saving, "__self__", None)
                 torch.held_seen.append(len(owner.tensors) if owner is not None else -1)
                 if torch.saving is not None:
@@ -156,6 +166,18 @@ class _StandInTorch:
                 torch.saving = None
 
         self.autograd = types.SimpleNamespace(graph=types.SimpleNamespace(saved_tensors_hooks=saved_tensors_hooks))
+
+        @contextlib.contextmanager
+        def autocast(device_type: str, dtype: Any) -> Iterator[None]:
+            assert device_type == "cuda"
+            torch.active_autocast = dtype
+            try:
+                yield
+            finally:
+                torch.active_autocast = None
+
+        self.autocast, self.bfloat16 = autocast, "bfloat16"
+        self.channels_last, self.channels_last_3d = "channels_last", "channels_last_3d"
         self.cuda = types.SimpleNamespace(
             Event=Event, synchronize=lambda: None, memory_allocated=lambda: 100 << 20, empty_cache=lambda: None,
             memory_reserved=lambda: 160 << 20,
@@ -226,6 +248,30 @@ def test_backward_pressure_holds_the_saved_tensors_through_backward_and_sizes_fr
     # 100 MiB of it allocated) but that need, the headroom and the margin for what loads outside the allocator.
     want = (4000 << 20) + (160 << 20) - (100 << 20) - ((800 << 20) + 40) - (256 << 20) - tw.LAZY_MARGIN
     assert got["ballast_mib"] == pytest.approx(want / (1 << 20))
+
+
+@pytest.mark.parametrize(("model", "fmt"), [("resnet18", "channels_last"), ("conv3d", "channels_last_3d")])
+def test_bfloat16_and_channels_last_apply_to_every_forward(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, model: str, fmt: str
+) -> None:
+    """``--precision bfloat16``: every forward (the measuring one under pressure too) runs under torch.autocast in
+    bfloat16; ``--channels-last``: the model and its input are converted once, to the model's channels-last format.
+    By default neither."""
+    import sys
+
+    for extra, autocast, formats in (
+        ([], None, []),
+        (["--precision", "bfloat16", "--channels-last"], "bfloat16", [("model", fmt), ("input", fmt)]),
+    ):
+        fake = _StandInTorch(lambda: None)
+        monkeypatch.setitem(sys.modules, "torch", fake)
+        monkeypatch.setattr(tw, "build_model", lambda name, m=fake.model: (m, 10))
+        monkeypatch.setattr(tw, "_shim_stats", lambda: None)
+        out = tmp_path / "w.json"
+        argv = ["--model", model, "--batch", "4", "--warmup", "1", "--iters", "2", "--out", str(out),
+                "--headroom-bytes", str(256 << 20), *extra]  # fmt: skip
+        assert tw.main(argv) == 0
+        assert fake.autocast_seen == [autocast] * 4 and fake.formats == formats, (extra, fake.formats)
 
 
 def _needs(outputs_mib: list[int], weights_mib: int) -> int:
