@@ -228,7 +228,7 @@ int hb_pw_binary(int mode);
 int hb_pw_supported(int mode);
 /* What a finalized operation graph computes (g->conv, prob, pw order...): 1 when the backend computes it. */
 int hb_graph_analyse(hb_graph *g);
-/* Elements a tensor's buffer spans (1 + sum (dim - 1) * stride; 0 if a dim is 0). */
+/* Elements a tensor's buffer spans (1 + sum (dim - 1) * stride; 0 if a dim is 0 or the sum overflows). */
 int64_t hb_gtensor_span(const hb_gtensor *t);
 /* The tensors an op reads and the one it writes (roles, -1 past the end); pointwise ops read B only when binary. */
 int hb_op_inputs(const hb_gop *o, int roles[3]);

@@ -117,29 +117,14 @@ static int filter_format(const hb_gtensor *w) {
     return -1;
 }
 
-/* Elements from the first to the last of extents ext[] at strides st[], 0 on overflow. */
-static size_t span(int n, const int64_t *ext, const int64_t *st) {
-    int64_t last = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t step;
-        if (ext[i] < 1) return 0;
-        if (__builtin_mul_overflow(ext[i] - 1, st[i], &step) || __builtin_add_overflow(last, step, &last)) return 0;
-    }
-    return last < INT64_MAX && (uint64_t)last < SIZE_MAX / 8 ? (size_t)last + 1 : 0;
-}
-
 /* A 16-bit convolution with a virtual FLOAT result: the float problem the engines run, and the spans of x and w
  * they convert (0: too large to convert). */
-static int widen(hb_graph *g) {
-    const hb_problem *p = &g->prob;
-    const int64_t xe[5] = {p->x.n, p->x.c, p->x.sp[0], p->x.sp[1], p->x.sp[2]};
-    const int64_t xs[5] = {p->x.stride_n, p->x.stride_c, p->x.stride_sp[0], p->x.stride_sp[1], p->x.stride_sp[2]};
-    const int64_t we[5] = {p->w.k, p->w.c, p->w.sp[0], p->w.sp[1], p->w.sp[2]};
-    const int64_t ws[5] = {p->w.stride_k, p->w.stride_c, p->w.stride_sp[0], p->w.stride_sp[1], p->w.stride_sp[2]};
-    g->x_span = span(5, xe, xs);
-    g->w_span = span(5, we, ws);
-    if (!g->x_span || !g->w_span) return 0;
-    g->fprob = *p;
+static int widen(hb_graph *g, const hb_gtensor *x, const hb_gtensor *w) {
+    int64_t xs = hb_gtensor_span(x), ws = hb_gtensor_span(w);
+    if (xs < 1 || ws < 1 || (uint64_t)xs >= SIZE_MAX / 8 || (uint64_t)ws >= SIZE_MAX / 8) return 0;
+    g->x_span = (size_t)xs;
+    g->w_span = (size_t)ws;
+    g->fprob = g->prob;
     g->fprob.dtype = CUDNN_DATA_FLOAT;
     g->wide = 1;
     return 1;
@@ -192,7 +177,7 @@ static int conv_problem(hb_graph *g, const hb_gop *o) {
     g->wide = 0;
     if (g->y_virtual) {
         if (g->beta != 0.0) return 0; /* nothing to blend with */
-        if (hb_is_16bit(dt) && y->dtype == CUDNN_DATA_FLOAT && !widen(g)) return 0;
+        if (hb_is_16bit(dt) && y->dtype == CUDNN_DATA_FLOAT && !widen(g, x, w)) return 0;
         size_t bytes = hb_dtype_size(g->wide ? CUDNN_DATA_FLOAT : dt);
         for (int i = 0; i < ly.nb; i++) {
             if (ly.dim[i] && bytes > SIZE_MAX / 2 / (size_t)ly.dim[i]) return 0;

@@ -30,8 +30,10 @@ size_t hb_gdtype_size(int dtype) {
 int64_t hb_gtensor_span(const hb_gtensor *t) {
     int64_t span = 1;
     for (int64_t i = 0; i < t->nb; i++) {
+        int64_t reach;
         if (t->dim[i] == 0) return 0;
-        span += (t->dim[i] - 1) * t->stride[i];
+        if (__builtin_mul_overflow(t->dim[i] - 1, t->stride[i], &reach) || __builtin_add_overflow(span, reach, &span))
+            return 0;
     }
     return span;
 }
