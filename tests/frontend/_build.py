@@ -3,11 +3,13 @@
 Headers come from wheels, never from this repository: ``nvidia-cudnn-frontend`` (its ``include/``),
 ``nvidia-cudnn-cu13`` (cuDNN's) and ``nvidia-cuda-runtime`` / ``-crt`` / ``-cccl`` (CUDA's), installed with
 ``--no-deps``. NVRTC's header is a stand-in of ours (``include/nvrtc.h``), and the CUDA runtime functions the
-frontend links are stand-ins too (``cuda_standin.cpp``); the cuDNN calls link against the host backend.
+frontend links are stand-ins too (``cuda_standin.cpp``); the cuDNN calls link against the host backend. Each
+program is also built with the frontend's dynamic loading (``DYNAMIC``): it then links neither and takes both
+through dlopen + dlsym, cuDNN from the libcudnn.so.9 it dlopens, the runtime from the stand-in as a shared library.
 
 A translation unit that includes the frontend takes about 40 s to compile on one core, so the objects are cached
 in the temporary directory under a hash of everything that changes them (our sources, the flags, the compiler's
-version and the wheels' versions), as ``tests/host/_cbuild.py`` does for C libraries; the two large units compile
+version and the wheels' versions), as ``tests/host/_cbuild.py`` does for C libraries; the four large units compile
 in parallel. Linking is cached under the objects' hash and the host backend's bytes.
 """
 
@@ -23,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("client.h", "client.cpp", "cuda_standin.cpp", "torch_v0.cpp", "graph_v1.cpp", "include/nvrtc.h")
+SOURCES = (
+    "client.h", "client.cpp", "cuda_standin.cpp", "cudnn_calls.h", "torch_v0.cpp", "graph_v1.cpp", "include/nvrtc.h",
+)  # fmt: skip
 PROGRAMS = ("torch_v0", "graph_v1")
+# The same programs built to reach cuDNN as XLA does (cudnn_calls.h): nothing of cuDNN or the CUDA runtime linked.
+DYNAMIC = "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING"
 # Each wheel: its include folder's name and a header (relative to that folder) that locates it.
 WHEELS = {
     "nvidia-cudnn-frontend": ("include", "cudnn_frontend.h"),
@@ -59,6 +65,9 @@ def _include_dir(dist: str, folder: str, header: str) -> Path:
 class Programs:
     torch_v0: Path
     graph_v1: Path
+    torch_v0_dl: Path  # dlopen + dlsym builds (DYNAMIC)
+    graph_v1_dl: Path
+    cudart: Path  # the CUDA runtime stand-in the _dl programs load (CUDNN_FRONTEND_CUDART_LIB_NAME)
     compile_s: float  # seconds spent compiling in this process (0 when the cache had everything)
 
 
@@ -122,37 +131,43 @@ def cudart_standin() -> Path:
 
 
 def build(host_lib: Path) -> Programs:
-    """The two programs, linked against ``host_lib`` (the host backend's libcudnn.so.9)."""
+    """The two programs linked against ``host_lib`` (the host backend's libcudnn.so.9), and the two that dlopen a
+    libcudnn.so.9 (the loader's search finds ``host_lib`` where LD_LIBRARY_PATH names its folder)."""
     import time
 
     cxx = _compiler()
     flags = _flags()
     out = _cache_dir(cxx, flags, SOURCES, "frontend")
     start = time.monotonic()
+    cudart = cudart_standin()
+    units = {u: [f"{u}.cpp"] for u in ("client", "cuda_standin", *PROGRAMS)}
+    units |= {f"{u}_dl": [DYNAMIC, f"{u}.cpp"] for u in PROGRAMS}
     jobs = []
-    for unit in ("client", "cuda_standin", *PROGRAMS):
+    for unit, args in units.items():
         obj = out / f"{unit}.o"
         if obj.exists():
             continue
         tmp = obj.with_suffix(f".{os.getpid()}.tmp")
-        cmd = [cxx, *flags, "-c", str(HERE / f"{unit}.cpp"), "-o", str(tmp)]
+        cmd = [cxx, *flags, "-c", *args[:-1], str(HERE / args[-1]), "-o", str(tmp)]
         jobs.append((subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True), tmp, obj, unit))
     for proc, tmp, obj, unit in jobs:
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise RuntimeError(f"compiling {unit}.cpp failed:\n{err}")
+            raise RuntimeError(f"compiling {unit} failed:\n{err}")
         tmp.replace(obj)
     lib_key = _digest([host_lib.read_bytes()])
+    links = {prog: [f"{prog}.o", "client.o", "cuda_standin.o", f"-L{host_lib.parent}", f"-l:{host_lib.name}"]
+             for prog in PROGRAMS}  # fmt: skip
+    links |= {f"{prog}_dl": [f"{prog}_dl.o", "client.o", "-ldl"] for prog in PROGRAMS}
     linked = {}
-    for prog in PROGRAMS:
+    for prog, inputs in links.items():
         exe = out / f"{prog}-{lib_key}"
         if not exe.exists():
             tmp = exe.with_suffix(f".{os.getpid()}.tmp")
-            objs = [str(out / f"{u}.o") for u in (prog, "client", "cuda_standin")]
-            cmd = [cxx, *objs, f"-L{host_lib.parent}", f"-l:{host_lib.name}", "-o", str(tmp)]
+            cmd = [cxx, *(str(out / i) if i.endswith(".o") else i for i in inputs), "-o", str(tmp)]
             linking = subprocess.run(cmd, capture_output=True, text=True)
             if linking.returncode != 0:
-                raise RuntimeError(f"linking {prog} against {host_lib} failed:\n{linking.stderr}")
+                raise RuntimeError(f"linking {prog} failed:\n{linking.stderr}")
             tmp.replace(exe)
         linked[prog] = exe
-    return Programs(linked["torch_v0"], linked["graph_v1"], time.monotonic() - start)
+    return Programs(**linked, cudart=cudart, compile_s=time.monotonic() - start)

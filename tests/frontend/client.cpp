@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -315,12 +316,24 @@ double wall_now() {
 }  // namespace
 
 double CallTimer::model_now() {
-    // Looked up, not linked: a real cuDNN has neither name.
+    // Looked up, not linked: a real cuDNN has neither name. In the global scope where cuDNN is linked; else in the
+    // libcudnn.so.9 a client loaded RTLD_LOCAL (matched by soname), once it has loaded one.
     using clock_fn = double (*)();
     using flag_fn = int (*)();
-    static const auto clock = reinterpret_cast<clock_fn>(dlsym(RTLD_DEFAULT, "ucudnn_host_model_clock_ms"));
-    static const auto modelling = reinterpret_cast<flag_fn>(dlsym(RTLD_DEFAULT, "ucudnn_host_timing_model"));
-    return clock && modelling && modelling() ? clock() : -1.0;
+    static std::atomic<clock_fn> clock{nullptr};
+    static std::atomic<flag_fn> modelling{nullptr};
+    if (!clock.load() || !modelling.load()) {
+        void *scope = RTLD_DEFAULT, *local = nullptr;  // RTLD_DEFAULT is a null pointer
+        if (!dlsym(scope, "ucudnn_host_model_clock_ms")) {
+            scope = local = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD);
+            if (!local) return -1.0;
+        }
+        modelling = reinterpret_cast<flag_fn>(dlsym(scope, "ucudnn_host_timing_model"));
+        clock = reinterpret_cast<clock_fn>(dlsym(scope, "ucudnn_host_model_clock_ms"));
+        if (local) dlclose(local);  // the client's own reference keeps it loaded
+        if (!clock.load() || !modelling.load()) return -1.0;
+    }
+    return modelling.load()() ? clock.load()() : -1.0;
 }
 
 CallTimer::CallTimer() : wall0_(wall_now()), model0_(model_now()) {}

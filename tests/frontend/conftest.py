@@ -196,6 +196,7 @@ def run_client(programs: _build.Programs, tmp_path: Path) -> RunClient:
         folder.mkdir()
         inputs.write(folder, p)
         env = base_env(tmp_path)
+        env["CUDNN_FRONTEND_CUDART_LIB_NAME"] = str(programs.cudart)  # what the _dl programs' frontend dlopens
         stats_file = folder / "stats.json"
         if preload:
             env["LD_PRELOAD"] = str(_paths.PRELOAD)

@@ -9,12 +9,15 @@
 //                 --capacity BYTES [--calls K] (the problem's options: client.h)
 // The data files and the JSON output (call times included) are those of torch_v0 (client.h); exit status 0 when
 // the op ran.
+// Built linked to cuDNN, or with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING to reach it through dlopen + dlsym as XLA
+// does (cudnn_calls.h); the report's "loading" says which.
 #include <cudnn_frontend.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "client.h"
+#include "cudnn_calls.h"
 
 namespace fe = cudnn_frontend;
 using rc::Json;
@@ -52,9 +55,10 @@ int run(int argc, char **argv) {
     rc::Buffer y = rc::read_file(dir + "/y.bin", rc::Problem::count(p.ydim) * p.elem);
 
     Json out;
-    out.field("program", "graph_v1").field("op", p.op_name);
+    out.field("program", "graph_v1").field("op", p.op_name).field("loading", rc::cudnn::loading);
+    rc::cudnn::open();
     cudnnHandle_t handle = nullptr;
-    if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) throw Failure("cudnnCreate failed");
+    if (rc::cudnn::create(&handle) != CUDNN_STATUS_SUCCESS) throw Failure("cudnnCreate failed");
     int64_t executed = 0;
     try {
         fe::graph::Graph g;
@@ -108,7 +112,7 @@ int run(int argc, char **argv) {
         out.field("status", "error").field("error", e.what());
     }
     out.field("calls", executed).field("allocator_peak", alloc.peak());
-    cudnnDestroy(handle);
+    rc::cudnn::destroy(handle);
     std::printf("%s\n", out.str().c_str());
     return executed ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 """Real clients on random problems: the real cudnn_frontend, in PyTorch's order (torch_v0, both benchmark modes) and
-through the v1 graph API (graph_v1), on convolutions drawn from a seed -- 2-D and 3-D, NCHW and channels-last
-(NHWC) tensors, groups, per-dimension filter, padding, stride and dilation, float, half and bfloat16, the fused
-conv + add + bias + relu graph -- each run alone and under the preload library three ways:
+through the v1 graph API (graph_v1), linked to cuDNN or reaching it through dlopen + dlsym as XLA does (a third of
+the cases: the _dl builds, test_dlopen_clients.py), on convolutions drawn from a seed -- 2-D and 3-D, NCHW and
+channels-last (NHWC) tensors, groups, per-dimension filter, padding, stride and dilation, float, half and bfloat16,
+the fused conv + add + bias + relu graph -- each run alone and under the preload library three ways:
 
 - with room for every workspace (and the preload library told so): nothing offered, nothing split, the same
   configurations tried and the same engine as alone, bit for bit;
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -42,6 +43,11 @@ class Case:
     benchmark: int
     fraction: float  # of the roomy run's workspace: the allocator's capacity, and the explicit limit
     seed: int
+    loading: str = "linked"  # or "dlopen": the program's _dl build
+
+    @property
+    def exe(self) -> str:
+        return self.program + ("_dl" if self.loading == "dlopen" else "")
 
     def extra(self) -> tuple[str, ...]:
         calls = ("--calls", str(CALLS))
@@ -52,7 +58,7 @@ class Case:
         return (
             f"{self.program} {p.op} {p.dtype} {p.layout} N={p.n} C={p.c} K={p.k} G={p.groups} size={p.extents} "
             f"filt={p.w_shape[2:]} pad={p.params.pad} stride={p.params.stride} dil={p.params.dilation} "
-            f"benchmark={self.benchmark} fraction={self.fraction}"
+            f"benchmark={self.benchmark} fraction={self.fraction} {self.loading}"
         )
 
 
@@ -80,13 +86,21 @@ def draw(r: random.Random) -> Case:
     return Case(problem, program, benchmark, r.choice([0.05, 0.2, 0.5]), r.randrange(1000))
 
 
-CASES = [draw(random.Random(SEED * 1000 + i)) for i in range(COUNT)]
+def loading(case: Case, salt: int) -> Case:
+    """The case, linked or (one time in three) its dlopen build; drawn from a stream of its own, so that adding
+    the draw changed no problem of a seed."""
+    return replace(case, loading="dlopen" if random.Random(f"loading-{salt}").random() < 1 / 3 else "linked")
 
 
-def no_errors(run: Run) -> None:
+CASES = [loading(draw(random.Random(SEED * 1000 + i)), SEED * 1000 + i) for i in range(COUNT)]
+
+
+def no_errors(run: Run, case: Case) -> None:
     stats = run.stats
     assert stats["planner_errors"] == 0 and stats["rejected_plans"] == 0, (stats, run.stderr[-2000:])
     assert stats["graph_unrecorded"] == 0, stats
+    if case.loading == "dlopen":  # the calls were seen only because dlsym answered with the hooks
+        assert stats["dlsym_hooked"] > 0, stats
 
 
 @dataclass
@@ -110,15 +124,15 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
     """Every check of the module's docstring on one case; what it showed under pressure."""
     p, extra = case.problem, case.extra()
     inputs = Inputs.make(p, case.seed)
-    roomy = run_client(case.program, p, inputs, capacity=ROOMY, extra=extra)
+    roomy = run_client(case.exe, p, inputs, capacity=ROOMY, extra=extra)
     # With room every drawn graph runs (the half fused one too: the host backend keeps its float intermediate in
     # float, as cuDNN's fused engines do, and PyTorch drops engines noted DOWN_CONVERT_INPUTS).
     assert roomy.report["status"] == "ok", (str(case), roomy.report, roomy.stderr[-2000:])
     check_output(roomy, p, inputs)
 
     # Room for everything: the preload library changes nothing.
-    same = run_client(case.program, p, inputs, capacity=ROOMY, preload=True, extra=extra, env_extra=under(ROOMY))
-    no_errors(same)
+    same = run_client(case.exe, p, inputs, capacity=ROOMY, preload=True, extra=extra, env_extra=under(ROOMY))
+    no_errors(same, case)
     assert same.stats["graph_offers"] == 0 and same.stats["graph_split_plans"] == 0, same.stats
     assert same.report["engine"] == roomy.report["engine"], (roomy.report, same.report)
     assert same.report.get("tried") == roomy.report.get("tried")
@@ -128,10 +142,10 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
 
     # Memory short: where alone runs, ucudnn runs, from the same allocator, and no slower.
     capacity = max(4096, int(roomy.report["workspace"] * case.fraction))
-    alone = run_client(case.program, p, inputs, capacity=capacity, extra=extra)
-    ucudnn = run_client(case.program, p, inputs, capacity=capacity, preload=True, extra=extra,
+    alone = run_client(case.exe, p, inputs, capacity=capacity, extra=extra)
+    ucudnn = run_client(case.exe, p, inputs, capacity=capacity, preload=True, extra=extra,
                         env_extra=under(capacity))  # fmt: skip
-    no_errors(ucudnn)
+    no_errors(ucudnn, case)
     outcome = Outcome(None, None, ucudnn.stats["graph_split_plans"] > 0)
     if alone.report["status"] == "ok":
         check_output(alone, p, inputs)
@@ -145,8 +159,8 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
         assert outcome.ucudnn_ms <= outcome.alone_ms * (1 + 1e-9), (str(case), alone.report, ucudnn.report)
 
     # An explicit limit of the same size, with room in the allocator.
-    limited = run_client(case.program, p, inputs, capacity=ROOMY, preload=True, limit=str(capacity), extra=extra)
-    no_errors(limited)
+    limited = run_client(case.exe, p, inputs, capacity=ROOMY, preload=True, limit=str(capacity), extra=extra)
+    no_errors(limited, case)
     check_output(limited, p, inputs)
     within = limited.report["workspace"] <= capacity
     assert within or limited.stats["graph_over_limit"] >= 1, (str(case), limited.report, limited.stats)
@@ -181,7 +195,7 @@ def draw_large(r: random.Random) -> Case:
 
 
 LARGE_COUNT = int(os.environ.get("UCUDNN_TEST_CLIENT_LARGE", "3"))
-LARGE = [draw_large(random.Random(SEED * 1000 + 500 + i)) for i in range(LARGE_COUNT)]
+LARGE = [loading(draw_large(random.Random(SEED * 1000 + 500 + i)), SEED * 1000 + 500 + i) for i in range(LARGE_COUNT)]
 
 
 @pytest.mark.skipif(LARGE_COUNT < 1, reason="UCUDNN_TEST_CLIENT_LARGE=0")
@@ -209,7 +223,7 @@ def test_parts_start_where_the_declared_alignment_holds(run_client: RunClient) -
     env = {"UCUDNN_BATCH_SIZE_POLICY": "all", "UCUDNN_LOG_LEVEL": "info"}
     run = run_client("torch_v0", p, inputs, preload=True, limit=str(limit), extra=extra, env_extra=env)
     check_output(run, p, inputs)
-    no_errors(run)
+    no_errors(run, Case(p, "torch_v0", 0, 1.0, 0))
     assert run.stats["graph_split_plans"] == 1 and run.stats["graph_over_limit"] == 0, run.stats
     assert run.report["workspace"] <= limit, run.report
     assert f"at N=11 under {limit} B: 3 micro-batch(es)" in run.stderr, run.stderr  # 4 + 4 + 3

@@ -24,6 +24,8 @@
 // Prints one JSON object (the configs tried, engine, workspace, times, the output's checksum, and the time of each
 // call the kept plan served after the first: host wall clock, and the host backend's model clock where it has one);
 // exit status 0 when the op ran, 1 when no engine ran it, 2 on bad usage.
+// Built linked to cuDNN, or with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING to reach it through dlopen + dlsym as XLA
+// does (cudnn_calls.h); the report's "loading" says which.
 #include <cudnn_frontend.h>
 #include <cudnn_frontend_find_plan.h>
 #include <cudnn_frontend_get_plan.h>
@@ -37,6 +39,7 @@
 #include <string>
 
 #include "client.h"
+#include "cudnn_calls.h"
 
 namespace fe = cudnn_frontend;
 using rc::Json;
@@ -209,7 +212,7 @@ Pointers pointers(const Session &s) {
 
 // run_conv_plan: the workspace from the caching allocator, then execute.
 void run_plan(Session &s, const fe::ExecutionPlan &plan) {
-    cudnnSetStream(s.handle, nullptr);
+    rc::cudnn::set_stream(s.handle, nullptr);
     int64_t ws = plan.getWorkspaceSize();
     auto block = s.alloc.allocate(ws);
     Pointers ptr = pointers(s);
@@ -218,7 +221,7 @@ void run_plan(Session &s, const fe::ExecutionPlan &plan) {
                     .setDataPointers(static_cast<int64_t>(ptr.ptrs.size()), ptr.ptrs.data())
                     .setUids(static_cast<int64_t>(ptr.uids.size()), ptr.uids.data())
                     .build();
-    cudnnStatus_t st = cudnnBackendExecute(s.handle, plan.get_raw_desc(), pack.get_raw_desc());
+    cudnnStatus_t st = rc::cudnn::execute(s.handle, plan.get_raw_desc(), pack.get_raw_desc());
     if (st != CUDNN_STATUS_SUCCESS) throw CudnnError("cudnnBackendExecute", st);
 }
 
@@ -237,7 +240,7 @@ bool try_run(Session &s, const fe::ExecutionPlan &plan, double time_ms = -1) {
     } catch (rc::OutOfMemory &) {
         result = "out of memory";
     } catch (CudnnError &e) {
-        result = std::string("execute: ") + cudnnGetErrorString(e.status);
+        result = std::string("execute: ") + rc::cudnn::error_string(e.status);
     } catch (fe::cudnnException &e) {
         result = std::string("execute: ") + e.what();
     }
@@ -352,7 +355,9 @@ int run(int argc, char **argv) {
     s.data = load(s.p, dir);
     Json out;
     out.field("program", "torch_v0").field("op", s.p.op_name).field("benchmark", benchmark);
-    cudnnStatus_t st = cudnnCreate(&s.handle);
+    out.field("loading", rc::cudnn::loading);
+    rc::cudnn::open();
+    cudnnStatus_t st = rc::cudnn::create(&s.handle);
     if (st != CUDNN_STATUS_SUCCESS) throw CudnnError("cudnnCreate", st);
     std::unique_ptr<fe::ExecutionPlan> plan;
     std::string error;
@@ -392,7 +397,7 @@ int run(int argc, char **argv) {
     out.field("calls", executed).field("allocator_peak", s.alloc.peak());
     rc::CallTimer::report(out, wall_ms, model_ms);
     plan.reset();
-    cudnnDestroy(s.handle);
+    rc::cudnn::destroy(s.handle);
     std::printf("%s\n", out.str().c_str());
     return executed ? 0 : 1;
 }
