@@ -103,6 +103,16 @@ def test_a_memory_starved_dlopen_client_runs_the_fast_engine_micro_batched(
     assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
 
 
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
+def test_a_memory_starved_dlopen_v1_client_filters_in_the_variant(run_client: RunClient, op: str) -> None:
+    """The v1 graph API through dlsym: its workspace filter lets the micro-batched variant in, and it runs faster."""
+    alone, ucudnn = pair(run_client, "graph_v1_dl", op, CAPACITY, None)
+    assert ucudnn.stats["dlsym_hooked"] > 0, ucudnn.stats
+    assert ucudnn.stats["graph_offers"] >= 1 and ucudnn.stats["graph_split_plans"] >= 1, ucudnn.stats
+    assert ucudnn.report["workspace"] <= CAPACITY
+    assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
+
+
 def test_a_dlopen_client_without_cudnn_says_so(programs: _build.Programs, tmp_path: Path) -> None:
     """Where no libcudnn.so.9 can be found the program reports the loader's error and exits 1, as a framework
     without cuDNN would fail its first convolution; nothing crashes, under the preload library neither."""
