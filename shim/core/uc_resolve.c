@@ -77,8 +77,9 @@ static int all_present(void)
     return ok;
 }
 
-/* The library `sym` lies in, reopened by its file name so every function comes from that copy (a handle must be
- * closed by the caller; NULL if it cannot be reopened). */
+/* The library `sym` lies in, reopened by its file name so every function comes from that copy (NULL if it cannot
+ * be reopened). The handle a resolution uses is never closed: that reference keeps the library mapped when its
+ * client dlcloses it, so the table's pointers stay valid (tests/preload/c/dlclose_reopen.c). */
 static void *library_of(void *sym)
 {
     Dl_info info;

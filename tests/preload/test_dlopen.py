@@ -9,7 +9,8 @@ and with ``LD_PRELOAD=libucudnn.so``, the outputs compared and the stats read. c
 interposer must leave alone: ``dlsym(RTLD_NEXT, ...)`` issued by other libraries (with the preload library built
 at -O0 too), callers bound to ``dlsym@GLIBC_2.2.5`` and ``@GLIBC_2.34``, threads, and lookups made before the
 preload library's constructors ran. A stand-in of cuDNN 9's front library, which dlsyms the same names in a
-sub-library, checks that the dispatcher's own lookups are never redirected.
+sub-library, checks that the dispatcher's own lookups are never redirected. c/dlclose_reopen.c unloads cuDNN and
+loads it again between convolutions.
 """
 
 from __future__ import annotations
@@ -268,6 +269,35 @@ def test_rtld_next_versions_threads_and_early_lookups(probe: Path, preload_o0: P
         # The constructor's lookup came before the preload library's constructors, and its call reached the hook.
         assert r["early"]["before_constructors"] == 1 and r["stats"]["calls"] == 1, r
         assert r["stats"]["dlsym_hooked"] == 4 + 8 * 2000 * 2, r["stats"]
+
+
+def test_a_framework_that_unloads_cudnn_and_loads_it_again(host_lib: Path, tmp_path: Path) -> None:
+    """A process that dlcloses cuDNN and later dlopens it again (a provider library unloaded and reloaded). Alone,
+    each dlclose unmaps the library. Under the preload library it stays mapped: the preload library holds its own
+    reference to the copy its hooks forward to, so no hook ever calls into unmapped code, and every round's
+    convolution is seen through dlsym, planned and computed as alone."""
+    exe = compile_c(C_DIR / "dlclose_reopen.c", output=tmp_path / "dlclose_reopen", link_cudnn=False,
+                    extra=(rpath(host_lib.parent),))  # fmt: skip
+    rounds = 3
+    results = {}
+    for preload in (False, True):
+        env = base_env() | {"UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
+        stats_file = tmp_path / "stats.json"
+        if preload:
+            env |= {"LD_PRELOAD": str(_paths.PRELOAD), "UCUDNN_STATS_FILE": str(stats_file)}
+        out = tmp_path / ("under" if preload else "alone")
+        proc = subprocess.run([str(exe), f"out={out}", f"rounds={rounds}"], env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, (preload, proc.stdout, proc.stderr)
+        report = json.loads(proc.stdout.splitlines()[-1])
+        assert [r["status"] for r in report["rounds"]] == [0] * rounds, report
+        assert [r["mapped_after_close"] for r in report["rounds"]] == [int(preload)] * rounds, report
+        results[preload] = [np.fromfile(f"{out}.{i}", dtype=np.float32) for i in range(rounds)]
+    for alone, under in zip(results[False], results[True], strict=True):
+        assert_close(under, alone, "float")
+    stats = json.loads(stats_file.read_text())
+    assert stats["calls"] == rounds and stats["planned"] == rounds, stats
+    assert stats["dlsym_hooked"] == 2 * rounds, stats  # Get*_v7 and the execution, looked up again each round
 
 
 # ---- the user's view ----
