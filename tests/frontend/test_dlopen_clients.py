@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests._elf import imports, needed
 from ucudnn import _paths
 
 from . import _build
@@ -26,29 +27,17 @@ pytestmark = pytest.mark.realclient
 CASES = [("torch_v0", op) for op in V0_OPS] + [("graph_v1", op) for op in V1_OPS]
 
 
-def binutils(tool: str) -> str:
-    found = shutil.which(tool)
-    if found is None:  # the compiler that built the programs needs binutils: this is a broken toolchain
-        pytest.fail(f"{tool} (binutils) is not on PATH: apt-get install binutils", pytrace=False)
-    return found
-
-
 @pytest.mark.parametrize("program", _build.PROGRAMS)
 def test_the_dlopen_builds_link_nothing_of_cudnn(programs: _build.Programs, program: str) -> None:
     """The _dl programs need no libcudnn and import no cuDNN or CUDA function: every call is a dlsym answer."""
     exe = getattr(programs, f"{program}_dl")
-    needed = subprocess.run([binutils("readelf"), "-d", str(exe)], capture_output=True, text=True, check=True).stdout
-    assert "(NEEDED)" in needed and "libcudnn" not in needed and "libcudart" not in needed, needed
-    imports = subprocess.run(
-        [binutils("nm"), "-D", "--undefined-only", str(exe)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert "dlsym" in " ".join(imports), imports
-    assert not [s for s in imports if s.startswith(("cudnn", "cuda"))], imports
-    linked = getattr(programs, program)  # the linked build, for contrast: the same names bound at load time
-    names = subprocess.run(
-        [binutils("nm"), "-D", "--undefined-only", str(linked)], capture_output=True, text=True, check=True
-    ).stdout
-    assert "cudnnBackendCreateDescriptor" in names
+    libs = needed(exe)
+    assert libs and not [n for n in libs if n.startswith(("libcudnn", "libcudart"))], libs
+    names = imports(exe)
+    assert "dlsym" in names, names
+    assert not [s for s in names if s.startswith(("cudnn", "cuda"))], names
+    # The linked build, for contrast: the same names bound at load time.
+    assert "cudnnBackendCreateDescriptor" in imports(getattr(programs, program))
 
 
 @pytest.mark.parametrize(("program", "op"), CASES)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -46,8 +47,12 @@ class Case:
     loading: str = "linked"  # or "dlopen": the program's _dl build
 
     @property
+    def dlopen(self) -> bool:
+        return self.loading == "dlopen"
+
+    @property
     def exe(self) -> str:
-        return self.program + ("_dl" if self.loading == "dlopen" else "")
+        return self.program + ("_dl" if self.dlopen else "")
 
     def extra(self) -> tuple[str, ...]:
         calls = ("--calls", str(CALLS))
@@ -86,20 +91,21 @@ def draw(r: random.Random) -> Case:
     return Case(problem, program, benchmark, r.choice([0.05, 0.2, 0.5]), r.randrange(1000))
 
 
-def loading(case: Case, salt: int) -> Case:
-    """The case, linked or (one time in three) its dlopen build; drawn from a stream of its own, so that adding
-    the draw changed no problem of a seed."""
-    return replace(case, loading="dlopen" if random.Random(f"loading-{salt}").random() < 1 / 3 else "linked")
+def drawn(draw_case: Callable[[random.Random], Case], seed: int) -> Case:
+    """The case ``draw_case`` draws from ``seed``, linked or (one time in three) its dlopen build. Which one is drawn
+    from a stream of its own, so that adding that draw changed no problem of a seed."""
+    dlopen = random.Random(f"loading-{seed}").random() < 1 / 3
+    return replace(draw_case(random.Random(seed)), loading="dlopen" if dlopen else "linked")
 
 
-CASES = [loading(draw(random.Random(SEED * 1000 + i)), SEED * 1000 + i) for i in range(COUNT)]
+CASES = [drawn(draw, SEED * 1000 + i) for i in range(COUNT)]
 
 
-def no_errors(run: Run, case: Case) -> None:
+def no_errors(run: Run, dlopen: bool = False) -> None:
     stats = run.stats
     assert stats["planner_errors"] == 0 and stats["rejected_plans"] == 0, (stats, run.stderr[-2000:])
     assert stats["graph_unrecorded"] == 0, stats
-    if case.loading == "dlopen":  # the calls were seen only because dlsym answered with the hooks
+    if dlopen:  # the calls were seen only because dlsym answered with the hooks
         assert stats["dlsym_hooked"] > 0, stats
 
 
@@ -132,7 +138,7 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
 
     # Room for everything: the preload library changes nothing.
     same = run_client(case.exe, p, inputs, capacity=ROOMY, preload=True, extra=extra, env_extra=under(ROOMY))
-    no_errors(same, case)
+    no_errors(same, case.dlopen)
     assert same.stats["graph_offers"] == 0 and same.stats["graph_split_plans"] == 0, same.stats
     assert same.report["engine"] == roomy.report["engine"], (roomy.report, same.report)
     assert same.report.get("tried") == roomy.report.get("tried")
@@ -145,7 +151,7 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
     alone = run_client(case.exe, p, inputs, capacity=capacity, extra=extra)
     ucudnn = run_client(case.exe, p, inputs, capacity=capacity, preload=True, extra=extra,
                         env_extra=under(capacity))  # fmt: skip
-    no_errors(ucudnn, case)
+    no_errors(ucudnn, case.dlopen)
     outcome = Outcome(None, None, ucudnn.stats["graph_split_plans"] > 0)
     if alone.report["status"] == "ok":
         check_output(alone, p, inputs)
@@ -160,7 +166,7 @@ def exercise(run_client: RunClient, case: Case) -> Outcome:
 
     # An explicit limit of the same size, with room in the allocator.
     limited = run_client(case.exe, p, inputs, capacity=ROOMY, preload=True, limit=str(capacity), extra=extra)
-    no_errors(limited, case)
+    no_errors(limited, case.dlopen)
     check_output(limited, p, inputs)
     within = limited.report["workspace"] <= capacity
     assert within or limited.stats["graph_over_limit"] >= 1, (str(case), limited.report, limited.stats)
@@ -195,7 +201,7 @@ def draw_large(r: random.Random) -> Case:
 
 
 LARGE_COUNT = int(os.environ.get("UCUDNN_TEST_CLIENT_LARGE", "3"))
-LARGE = [loading(draw_large(random.Random(SEED * 1000 + 500 + i)), SEED * 1000 + 500 + i) for i in range(LARGE_COUNT)]
+LARGE = [drawn(draw_large, SEED * 1000 + 500 + i) for i in range(LARGE_COUNT)]
 
 
 @pytest.mark.skipif(LARGE_COUNT < 1, reason="UCUDNN_TEST_CLIENT_LARGE=0")
@@ -223,7 +229,7 @@ def test_parts_start_where_the_declared_alignment_holds(run_client: RunClient) -
     env = {"UCUDNN_BATCH_SIZE_POLICY": "all", "UCUDNN_LOG_LEVEL": "info"}
     run = run_client("torch_v0", p, inputs, preload=True, limit=str(limit), extra=extra, env_extra=env)
     check_output(run, p, inputs)
-    no_errors(run, Case(p, "torch_v0", 0, 1.0, 0))
+    no_errors(run)
     assert run.stats["graph_split_plans"] == 1 and run.stats["graph_over_limit"] == 0, run.stats
     assert run.report["workspace"] <= limit, run.report
     assert f"at N=11 under {limit} B: 3 micro-batch(es)" in run.stderr, run.stderr  # 4 + 4 + 3

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._elf import needed
 from tests._env import project_pythonpath
 from ucudnn import _paths
 
@@ -53,11 +54,6 @@ INCLUDES = ("-I", str(C_DIR), "-I", str(HOST_DIR), "-I", str(SHIM))
 def rpath(*dirs: Path) -> str:
     """DT_RPATH (not RUNPATH), as XLA's plugin has: it also governs the dlopen calls the object makes."""
     return "-Wl,--disable-new-dtags,-rpath," + ":".join(str(d) for d in dirs)
-
-
-def needed(path: Path) -> list[str]:
-    out = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True, text=True).stdout
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
 @dataclass(frozen=True)
