@@ -43,17 +43,17 @@ QUICK_DURATION = "25-45 s on 2 CPU cores"
 
 EPILOG = f"""
 timing, as a framework runs: each sample is --calls-per-sample back-to-back calls issued without synchronising
-between them, and its time is the total / the number of calls. Every execution is warmed up (--warmup samples),
-then the undivided baseline and ucudnn are sampled alternately --repeat times each (both see the same background
-load); medians are reported. The host backend times with the wall clock (time.perf_counter) by default, each
-sample the least of --best-of (3) timings taken back to back (other processes' work only ever adds time); with
---host-timing model (UCUDNN_HOST_TIMING=model) its Find reports modelled times and executions are timed by its
-model clock (ucudnn_host_model_clock_ms: the modelled time of exactly the convolutions that ran), so measured and
-predicted speedups are comparable. The cuda backend times with CUDA events on the handle's stream, recorded
-before the first call of a sample and after its last, with the sample's calls queued behind a short gate kernel
-(timing cuda-events-gated): the GPU then runs them back to back, so the events time the GPU's work and not the
-host's issuing of it (cuDNN 9 spends 50-150 us of host time per call, as long as many kernels at N = 256 take).
-The host time spent issuing a sample's calls (before any synchronisation) is reported per call too
+between them, and its time is the total / the number of calls. Every execution is warmed up (--warmup samples), then
+the undivided baseline and ucudnn are sampled alternately --repeat times each (both see the same background load);
+medians are reported, and the speedup is the median of the pairs' ratios. The host backend times with the wall clock
+(time.perf_counter) by default, each sample the least of --best-of (3) timings taken back to back (other processes'
+work only ever adds time); with --host-timing model (UCUDNN_HOST_TIMING=model) its Find reports modelled times and
+executions are timed by its model clock (ucudnn_host_model_clock_ms: the modelled time of exactly the convolutions
+that ran), so measured and predicted speedups are comparable. The cuda backend times with CUDA events on the
+handle's stream, recorded before the first call of a sample and after its last, with the sample's calls queued
+behind a short gate kernel (timing cuda-events-gated): the GPU then runs them back to back, so the events time the
+GPU's work and not the host's issuing of it (cuDNN 9 spends 50-150 us of host time per call, as long as many kernels
+at N = 256 take). The host time spent issuing a sample's calls (before any synchronisation) is reported per call too
 (*_host_us_per_call in JSON/CSV, column "host us" with -v).
 
 the preload library checks each new micro-batched plan on its first 2*(S+1) executions against the undivided

@@ -54,7 +54,7 @@ class SummaryLine:
     geomean: float
     maximum: float
     faster: float  # share of measured rows with speedup > FASTER
-    slower: float  # share with speedup < SLOWER
+    slower: float  # share with speedup < SLOWER among the rows that ran a call of ucudnn's own (not own_call)
     predicted_geomean: float
     mismatches: int
     planning_ms: float
@@ -62,6 +62,10 @@ class SummaryLine:
     # moves in between repeats on this machine (the run-to-run noise).
     geomean_low: float = math.nan
     geomean_high: float = math.nan
+    # Rows whose ucudnn side ran cuDNN alone's own call (Row.own_call): in the geomean, not in ``slower``; how many
+    # of them came out below SLOWER (the machine's noise: the two sides made the same call).
+    own_calls: int = 0
+    own_calls_below: int = 0
 
 
 def _geomean(xs: Sequence[float]) -> float:
@@ -105,12 +109,14 @@ def summarise(rows: Sequence[Row]) -> list[SummaryLine]:
                 geomean=_geomean(speedups),
                 maximum=max(speedups) if speedups else math.nan,
                 faster=sum(s > FASTER for s in speedups) / n if n else math.nan,
-                slower=sum(s < SLOWER for s in speedups) / n if n else math.nan,
+                slower=sum(r.speedup < SLOWER for r in ok if not r.own_call) / n if n else math.nan,
                 predicted_geomean=_geomean([r.predicted_speedup for r in ok]),
                 mismatches=sum(not r.output_match for r in ok),
                 planning_ms=sum(r.planning_ms for r in ok if math.isfinite(r.planning_ms)),
                 geomean_low=low,
                 geomean_high=high,
+                own_calls=sum(r.own_call for r in ok),
+                own_calls_below=sum(r.own_call and r.speedup < SLOWER for r in ok),
             )
         )
     return out
@@ -124,10 +130,18 @@ WIDTH = 120  # every line of the tables fits in this many columns
 
 SUMMARY_LEGEND = (
     "columns: rows measured | skip: not run (reasons below) | geomean, max: speedup = undivided cuDNN under the limit",
-    "/ ucudnn (medians of the repeats) | repeats: geomean of each row's lowest - highest single-repeat speedup |",
-    f"faster, slower: rows with speedup > {FASTER}, < {SLOWER} | pred.gm: geomean predicted from Find times |",
-    "wrong: outputs that differed from cuDNN's | plan s: planning time (benchmarks into the cache), not in the times",
+    "/ ucudnn, the median over the repeats of each pair's ratio | repeats: geomean of each row's lowest - highest",
+    f"single-repeat speedup | faster, slower: rows with speedup > {FASTER}, < {SLOWER} (slower: only rows that ran a",
+    "plan of ucudnn's) | same: rows where ucudnn ran cuDNN alone's own call (1 x N, the same algorithm: a ratio of",
+    "the machine's noise) | pred.gm: geomean predicted from Find times | wrong: outputs that differed from cuDNN's |",
+    "plan s: planning time (benchmarks into the cache), not in the times",
 )
+
+
+def _own_call_text(r: Row) -> str:
+    if r.micro_batches:
+        return f"{format_micro_batches(r.micro_batches)} on both sides"
+    return f"passed through, {r.undivided_algo} on both sides"
 
 
 def summary_table(
@@ -142,7 +156,7 @@ def summary_table(
     ]
     header = (
         f"{'limit':>8} {'policy':<11} {'rows':>5} {'skip':>5} {'geomean':>8} {'max':>7} {'repeats':>12} "
-        f"{'faster':>7} {'slower':>7} {'pred.gm':>8} {'wrong':>6} {'plan s':>7}"
+        f"{'faster':>7} {'slower':>7} {'same':>5} {'pred.gm':>8} {'wrong':>6} {'plan s':>7}"
     )
     lines += [header, "-" * len(header)]
     for s in summarise(rows):
@@ -150,7 +164,7 @@ def summary_table(
         lines.append(
             f"{format_size(s.limit_bytes):>8} {s.policy:<11} {s.measured:>5} {s.skipped:>5} "
             f"{_fmt(s.geomean, '.3f'):>7}x {_fmt(s.maximum, '.2f'):>6}x {spread:>12} "
-            f"{_fmt(100 * s.faster, '.0f'):>6}% {_fmt(100 * s.slower, '.0f'):>6}% "
+            f"{_fmt(100 * s.faster, '.0f'):>6}% {_fmt(100 * s.slower, '.0f'):>6}% {s.own_calls:>5} "
             f"{_fmt(s.predicted_geomean, '.3f'):>7}x {s.mismatches:>6} {s.planning_ms / 1e3:>7.2f}"
         )
     lines += SUMMARY_LEGEND
@@ -163,6 +177,15 @@ def summary_table(
             if key not in seen:
                 seen.add(key)
                 lines.append(f"skipped: {r.problem} ({r.origin}) {r.op}: {r.reason}")
+    ties = [r for r in rows if r.status == "ok" and r.own_call and r.speedup < SLOWER]
+    if ties:
+        lines.append("")
+        lines.append(f"below {SLOWER}x with the same call on both sides (not counted as slower):")
+        lines += [
+            f"  {r.problem} {r.op} {format_size(r.limit_bytes)} {r.policy}: {r.speedup:.2f}x "
+            f"(repeats {_range_text(*_spread(r.sample_speedups()))}): {_own_call_text(r)}"
+            for r in ties
+        ]
     checked = [r for r in rows if r.status == "ok" and r.verified]
     if checked:
         replaced = sum(r.rejected_by_measurement for r in checked)
@@ -185,6 +208,7 @@ def summary_table(
 HOST_LEGEND = (
     "host us: host wall time issuing one call (a sample's back-to-back calls, before any synchronisation, / calls; "
     "median), undivided / ucudnn; on the host backend calls are synchronous, so it includes the convolution. "
+    "speedup: the median of the pairs' ratios (not the quotient of the two medians before it). "
     "repeats: lowest-highest speedup of single repeats. plan: count x micro-batch size algorithm, then cuDNN "
     "alone's algorithm under the limit"
 )
@@ -229,6 +253,8 @@ def write_json(path: Path, rows: Sequence[Row], meta: dict[str, Any]) -> None:
             "max_speedup": s.maximum,
             "faster_share": s.faster,
             "slower_share": s.slower,
+            "own_call_rows": s.own_calls,
+            "own_call_rows_below_slower": s.own_calls_below,
             "predicted_geomean_speedup": s.predicted_geomean,
             "output_mismatches": s.mismatches,
             "planning_ms": s.planning_ms,
@@ -238,7 +264,12 @@ def write_json(path: Path, rows: Sequence[Row], meta: dict[str, Any]) -> None:
         for s in summarise(rows)
     ]
     doc = {
-        "meta": {**meta, "faster_threshold": FASTER, "slower_threshold": SLOWER},
+        "meta": {
+            **meta,
+            "faster_threshold": FASTER,
+            "slower_threshold": SLOWER,
+            "slower_share_of": "rows that ran a plan of ucudnn's (own_call false); own_call rows counted apart",
+        },
         "summary": summary,
         "rows": [r.to_dict() for r in rows],
     }

@@ -17,10 +17,11 @@ Timing, as a framework runs: each sample is ``calls_per_sample`` back-to-back ca
 between them (GPU calls are asynchronous; a framework issues its convolutions one after another), and its time is
 the total divided by the number of calls. On a GPU the count adapts to the kernel unless given: enough calls for a
 sample of ``sample_ms`` by cuDNN's Find time at N (2 to 10 calls), so that a long kernel is not run ten times per
-sample when two already hide the host's latency. Every execution is warmed up, then sampled ``repeat`` times; the median
-is reported. The undivided baseline and ucudnn are sampled alternately, so that both see the same background load
-on a shared machine. The host time spent issuing each sample's calls (before any synchronisation) is reported per
-call as well: it is what each call costs the framework's thread.
+sample when two already hide the host's latency. Every execution is warmed up, then sampled ``repeat`` times; the
+median is reported. The undivided baseline and ucudnn are sampled alternately, so that both see the same background
+load on a shared machine, and the speedup is the median of the pairs' ratios (``Row``). The host time spent issuing
+each sample's calls (before any synchronisation) is reported per call as well: it is what each call costs the
+framework's thread.
 
 The preload library checks a new micro-batched plan on its first ``2 * (S + 1)`` executions, alternating with the
 undivided choice (S = ``UCUDNN_VERIFY_SAMPLES``; ``2 * S`` more when its pairs of timings disagree), and then runs
@@ -52,7 +53,10 @@ ProgressFn = Callable[[int, int, str], None]
 
 @dataclass
 class Row:
-    """One measured configuration. Times in ms, sizes in bytes; ``speedup`` = undivided_ms / ucudnn_ms."""
+    """One measured configuration. Times in ms, sizes in bytes. ``speedup`` is the median over the repeats of each
+    pair's undivided / ucudnn time (the two samples of a pair taken back to back, under the same load), which a
+    load that drifts between pairs does not move as it moves the quotient of the two medians, undivided_ms /
+    ucudnn_ms (measured: 1.02x, 0.75x and 1.02x for three pairs of one call whose medians gave 0.76x)."""
 
     problem: str
     origin: str
@@ -103,6 +107,10 @@ class Row:
     passthrough_calls: int = 0
     verified: bool = False  # the preload library checked this row's plan on real executions during its warm-up
     rejected_by_measurement: bool = False  # ... and replaced it by the undivided choice, which is what was timed
+    # ucudnn ran cuDNN alone's own call: one micro-batch of N with the undivided algorithm, planned or passed
+    # through (legacy path only; the graph path's side is a graph execution, never the baseline's legacy call).
+    # Such a row's speedup measures the machine and a plan-cache hit, not a plan: the report counts it apart.
+    own_call: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +120,11 @@ class Row:
         the same background load); empty when the row was not timed."""
         pairs = zip(self.undivided_times_ms, self.ucudnn_times_ms, strict=False)
         return [u / c if c > 0 else math.nan for u, c in pairs]
+
+    def paired_speedup(self) -> float:
+        """The row's ``speedup``: the median of ``sample_speedups`` (NaN when none is finite)."""
+        pairs = [x for x in self.sample_speedups() if math.isfinite(x)]
+        return _median(pairs) if pairs else math.nan
 
 
 DEFAULT_CALLS_PER_SAMPLE = {"cuda": 10, "host": 1}
@@ -231,6 +244,16 @@ def _micro_batches(plan: dict[str, Any], op: str) -> list[dict[str, Any]]:
         else:
             out.append({"batch": b, "algo": a, "algo_name": algo_name(op, a), "count": 1})
     return out
+
+
+def own_call(row: Row, chosen_algo: int) -> bool:
+    """Whether the ucudnn side of a legacy-path row ran cuDNN alone's call: its executed plan is one micro-batch
+    of N with the undivided algorithm, or there was no plan (the calls passed through) and the framework took the
+    undivided algorithm from ``Get*_v7``."""
+    baseline = [(row.n, row.undivided_algo, 1)]
+    if row.micro_batches:
+        return [(int(m["batch"]), str(m["algo_name"]), int(m["count"])) for m in row.micro_batches] == baseline
+    return row.passthrough_calls > 0 and algo_name(row.op, chosen_algo) == row.undivided_algo
 
 
 def format_micro_batches(mbs: Sequence[dict[str, Any]]) -> str:
@@ -465,6 +488,7 @@ class Runner:
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
         row.plan_workspace_bytes = int(executed.get("workspace_bytes", workspace_bytes))
         row.micro_batches = _micro_batches(executed, op.label)
+        row.own_call = own_call(row, chosen.algo)
         if row.passthrough_calls:
             row.reason = f"{row.passthrough_calls} call(s) passed through unplanned"
 
@@ -549,6 +573,6 @@ class Runner:
         row.rel_error = row.max_abs_error / scale if scale > 0 else row.max_abs_error
         # NaN anywhere (a skipped micro-batch leaves the NaN fill) makes the error infinite and the comparison false.
         row.output_match = math.isfinite(row.rel_error) and row.rel_error <= row.tolerance
-        row.speedup = row.undivided_ms / row.ucudnn_ms if row.ucudnn_ms > 0 else math.nan
+        row.speedup = row.paired_speedup()
         row.predicted_speedup = row.undivided_find_ms / row.predicted_ms if row.predicted_ms > 0 else math.nan
         row.ceiling_speedup = row.ceiling_ms / row.ucudnn_ms if row.ucudnn_ms > 0 else math.nan

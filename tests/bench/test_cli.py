@@ -258,9 +258,9 @@ def test_cudnns_own_call_comes_out_at_1x(tmp_path: Path, shim: str) -> None:
         if shim == "disabled":
             assert row["passthrough_calls"] > 0 and row["micro_batches"] == [], row
             assert row["predicted_speedup"] is None and not row["verified"], row
-            assert abs(row["speedup"] - 1.0) <= 1e-6, row
+            assert row["own_call"] and abs(row["speedup"] - 1.0) <= 1e-6, row
         else:
-            assert row["passthrough_calls"] == 0, row
+            assert row["passthrough_calls"] == 0 and row["own_call"] == own_call(row), row
             if own_call(row):
                 assert abs(row["speedup"] - 1.0) <= 1e-6, row
             else:  # float32 Find times in the prediction
@@ -290,7 +290,7 @@ def test_a_plan_replaced_by_its_check_is_timed_as_the_kept_choice(tmp_path: Path
     # The plan read back is the kept one, the undivided ALGO_3: cuDNN's own call, so exactly 1x. Had a timed
     # sample still been part of the check, it would have alternated with the slower 4 x b4 ALGO_1.
     assert row["micro_batches"] == [{"batch": 16, "algo": 3, "algo_name": "ALGO_3", "count": 1}], row
-    assert own_call(row) and abs(row["speedup"] - 1.0) <= 1e-6, row
+    assert own_call(row) and row["own_call"] and abs(row["speedup"] - 1.0) <= 1e-6, row
     assert math.isclose(row["ucudnn_ms"], row["predicted_ms"], rel_tol=1e-5), row
     assert row["output_match"], row
     assert "plan replaced by the undivided choice" in r.stdout and "1 replaced" in r.stdout

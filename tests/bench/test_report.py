@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,44 @@ def test_summary_statistics_and_thresholds() -> None:
     text = report.summary_table(rows, title="T", elapsed_s=1.5, device="dev", timing="model")
     assert "> 1.05" in text and "< 0.95" in text and "total run time: 1.5 s" in text
     assert "skipped: d (t.csv:d) fwd: no undivided algorithm fits the limit" in text
+
+
+def test_rows_that_ran_cudnns_own_call_are_counted_apart_from_slower(tmp_path: Path) -> None:
+    """A row whose ucudnn side made cuDNN alone's call measures the machine: it stays in the geomean, is counted
+    in ``same`` and listed when below the line, but not as slower; a planned row below the line is slower."""
+    tie, split = make_row("tie", 1, 0.9), make_row("split", 1, 0.9)
+    tie.micro_batches = [{"batch": 8, "algo": 3, "algo_name": "ALGO_3", "count": 1}]
+    tie.own_call, tie.undivided_times_ms, tie.ucudnn_times_ms = True, [1.7, 1.9], [2.0, 2.0]
+    [line] = report.summarise([tie, split, make_row("fast", 1, 2.0)])
+    assert math.isclose(line.slower, 1 / 3) and (line.own_calls, line.own_calls_below) == (1, 1)
+    assert math.isclose(line.geomean, (0.9 * 0.9 * 2.0) ** (1 / 3))
+    text = report.summary_table([tie, split], title="T", elapsed_s=0, device="d", timing="m")
+    assert "below 0.95x with the same call on both sides (not counted as slower):" in text
+    assert "  tie fwd 1B powerOfTwo: 0.90x (repeats 0.85-0.95x): 1 x 8 ALGO_3 on both sides" in text, text
+    assert "  split fwd" not in text and max(len(x) for x in text.splitlines()) <= report.WIDTH
+    tie.micro_batches, tie.undivided_algo = [], "ALGO_3"  # passed through
+    assert "passed through, ALGO_3 on both sides" in report.summary_table(
+        [tie], title="T", elapsed_s=0, device="d", timing="m"
+    )
+    split.own_call = False
+    [line] = report.summarise([split])
+    assert line.slower == 1.0 and line.own_calls == 0
+    report.write_json(tmp_path / "r.json", [tie, split], {})
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["summary"][0]["own_call_rows"] == 1 and doc["summary"][0]["own_call_rows_below_slower"] == 1
+    assert doc["summary"][0]["slower_share"] == 0.5 and doc["rows"][0]["own_call"] is True
+
+
+def test_the_speedup_is_the_median_of_the_pairs_ratios() -> None:
+    """The load drifts between pairs (a second process starts after the first pair): each pair sees one load on
+    both sides, so its ratio is 1, but the quotient of the two medians mixes loads and reads 0.75x."""
+    row = make_row("drift", 1, 1.0)
+    row.undivided_times_ms, row.ucudnn_times_ms = [12.0, 12.0, 16.0], [12.0, 16.0, 16.0]
+    assert row.sample_speedups() == [1.0, 0.75, 1.0] and row.paired_speedup() == 1.0
+    assert statistics.median(row.undivided_times_ms) / statistics.median(row.ucudnn_times_ms) == 0.75
+    row.undivided_times_ms, row.ucudnn_times_ms = [4.0, 2.0], [2.0, 0.0]  # an even count; a zero time is no pair
+    assert row.paired_speedup() == 2.0
+    assert math.isnan(make_row("unmeasured", 1, 1.0).paired_speedup())
 
 
 def test_mismatch_is_reported() -> None:
