@@ -39,6 +39,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("alexnet-conv2 27x27x96->256 5x5 p2", 96, 27, 256, 5, 2),
     Layer("resnet 56x56x64->64 3x3 p1", 64, 56, 64, 3, 1),
     Layer("resnet 56x56x256->64 1x1", 256, 56, 64, 1, 0),
+    Layer("resnet 14x14x256->256 3x3 p1", 256, 14, 256, 3, 1),
 )
 OP_NAMES = {C.Op.FWD: "fwd", C.Op.BWD_DATA: "bwd_data", C.Op.BWD_FILTER: "bwd_filter"}
 

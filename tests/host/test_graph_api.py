@@ -22,7 +22,7 @@ from ._api_cases import CASES, spec_of, status_of
 FWD, BWD_DATA, BWD_FILTER = 0, 1, 2
 OPS = (FWD, BWD_DATA, BWD_FILTER)
 NONDETERMINISTIC = {(BWD_DATA, 0), (BWD_FILTER, 0)}
-WINOGRAD = {(FWD, 7), (BWD_DATA, 5)}
+WINOGRAD = {(FWD, 7), (BWD_DATA, 5), (BWD_FILTER, 5)}
 ALPHA, BETA = 0.7, 0.3
 # x, w, y of one problem
 Arrays = tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]

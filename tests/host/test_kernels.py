@@ -258,7 +258,7 @@ def test_winograd_limits(lib: KernelLib) -> None:
         problem((1, 2, 9, 9), (2, 2, 3, 3), dilation=2),
         problem((1, 2, 4, 8, 8), (2, 2, 3, 3, 3), pad=1),
     ]
-    for op in (FWD, BWD_DATA):
+    for op in OPS:
         wino = [a for a in lib.algos(op) if a.name == "WINOGRAD_NONFUSED"]
         assert len(wino) == 1
         for prob in unsupported:

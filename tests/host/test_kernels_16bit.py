@@ -105,6 +105,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
         (BWD_FILTER, "ALGO_0"): lambda n: 0,
         (BWD_FILTER, "ALGO_1"): lambda n: n * col + n * tile + wconv,  # batch im2col, dy copy, float dw
         (BWD_FILTER, "ALGO_3"): lambda n: col + tile + wconv,
+        (BWD_FILTER, "WINOGRAD_NONFUSED"): lambda n: at(n, np.float32),
     }[(algo.op, algo.name)]
     for n in (1, 2, 5):
         assert at(n) == expected(n), (n, at(n), expected(n))

@@ -25,6 +25,8 @@ CASES = [
     ("bwd_filter", "1:1,1:0,6:3", ["beta=1", "layout=nhwc"]),
     ("bwd_filter", "4:1,4:0", ["groups=2", "dil=2", "dtype=double", "beta=0.75"]),
     ("bwd_filter", "5:1,3:3", ["in=4,6,6", "filt=3,3,3", "beta=0"]),
+    ("bwd_filter", "3:5,2:3,3:5", ["beta=0.5"]),  # WINOGRAD_NONFUSED: the sum over tiles spans micro-batches
+    ("bwd_filter", "4:5,4:5", ["layout=nhwc", "groups=2", "dtype=double", "beta=1"]),
     ("biasact", "3:0,2:1,3:2", ["alpha2=0.5"]),
     ("biasact", "4:1,4:2", ["layout=nhwc", "act=identity", "alpha2=0"]),
 ]

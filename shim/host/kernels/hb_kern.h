@@ -257,6 +257,17 @@ void hb_wino_run_h(const hb_wino *wp, const hb_half *x, const hb_half *w, hb_hal
                    void *ws);
 void hb_wino_run_b(const hb_wino *wp, const hb_bf16 *x, const hb_bf16 *w, hb_bf16 *y, double alpha, double beta,
                    void *ws);
+/* Backward filter by the same transforms (the forward's hb_wino and workspace): x, dy in, dw out. */
+cudnnStatus_t hb_wino_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
+                                       double beta, void *ws);
+void hb_wino_grad_run_f(const hb_wino *wp, const float *x, const float *dy, float *dw, double alpha, double beta,
+                        void *ws);
+void hb_wino_grad_run_d(const hb_wino *wp, const double *x, const double *dy, double *dw, double alpha,
+                        double beta, void *ws);
+void hb_wino_grad_run_h(const hb_wino *wp, const hb_half *x, const hb_half *dy, hb_half *dw, double alpha,
+                        double beta, void *ws);
+void hb_wino_grad_run_b(const hb_wino *wp, const hb_bf16 *x, const hb_bf16 *dy, hb_bf16 *dw, double alpha,
+                        double beta, void *ws);
 /* Whether the problem is one Winograd F(2x2,3x3) handles: 2-D, 3x3, stride 1, no dilation. */
 int hb_wino_shape_ok(const hb_problem *p);
 
@@ -290,7 +301,7 @@ HB_ATOMIC_ADD(b, hb_bf16, float, hb_f_to_bf16(hb_bf16_to_f(old) + v))
 /* The algorithms, gathered into the per-op tables by hb_fwd_table.c, hb_bwd_data_table.c, hb_bwd_filter_table.c. */
 extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_winograd_nonfused;
 extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_winograd_nonfused;
-extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_algo3;
+extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_algo3, hb_bwd_filter_winograd_nonfused;
 
 /* Scratch rows on the stack of the direct loops: one output row is processed in chunks of this many. */
 #define HB_ROW 256

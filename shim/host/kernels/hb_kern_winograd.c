@@ -2,6 +2,10 @@
  * Winograd F(2x2, 3x3), non-fused (Lavin & Gray's transforms). 2.25x fewer multiplications than direct 3x3,
  * paid for with transformed copies of the whole batch in the workspace: U (filter, 16 x cout x cin),
  * V (input, 16 x cin x tiles) and M (products, 16 x cout x tiles), tiles = N * ceil(P/2) * ceil(Q/2).
+ * Backward filter differentiates the same forward: with Y = A^T [U . V] A per tile and U = G g G^T, the filter's
+ * gradient is dg = G^T [sum over tiles of (A dY A^T) . V] G, so it keeps V, holds Z = A dY A^T (16 x cout x
+ * tiles) where M was, and its 16 products (cout x cin, a sum over the batch's tiles) where U was: the same
+ * workspace.
  * 16-bit data: U, V and M are float (the workspace is sized with elem_size 4), inputs are converted as they are
  * transformed and outputs rounded once. Template file: instantiated per storage type by hb_kern_tmpl.h.
  */
@@ -61,6 +65,13 @@ cudnnStatus_t hb_wino_problem_run(const hb_problem *p, int backward_data, const 
                                   void *out, double alpha, double beta, void *ws) {
     hb_wino wp = hb_wino_of(p, backward_data);
     HB_DISPATCH(p->dtype, hb_wino_run, &wp, data, filter, out, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_wino_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
+                                       double beta, void *ws) {
+    hb_wino wp = hb_wino_of(p, 0);
+    HB_DISPATCH(p->dtype, hb_wino_grad_run, &wp, x, dy, dw, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -190,14 +201,21 @@ static void HB_F(wino_output)(const hb_wino *wp, const HB_T *M, int64_t g, HB_S 
         }
 }
 
+/* The workspace's three buffers (hb_wino_workspace): 16 x cout x cin, then 16 x cin x tiles, then 16 x cout x tiles
+ * elements of the compute type, each aligned. */
+static void HB_F(wino_buffers)(const hb_wino *wp, void *ws, HB_T **filters, HB_T **inputs, HB_T **outputs) {
+    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
+    *filters = ws;
+    *inputs = (HB_T *)((char *)ws + hb_align((size_t)(16 * wp->cout * wp->cin) * sizeof(HB_T)));
+    *outputs = (HB_T *)((char *)*inputs + hb_align((size_t)(16 * wp->cin * nt) * sizeof(HB_T)));
+}
+
 void HB_F(hb_wino_run)(const hb_wino *wp, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta,
                        void *ws) {
     const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
     const int64_t cin = wp->cin, cout = wp->cout;
-    const size_t es = sizeof(HB_T);
-    HB_T *U = ws;
-    HB_T *V = (HB_T *)((char *)ws + hb_align((size_t)(16 * cout * cin) * es));
-    HB_T *M = (HB_T *)((char *)V + hb_align((size_t)(16 * cin * nt) * es));
+    HB_T *U, *V, *M;
+    HB_F(wino_buffers)(wp, ws, &U, &V, &M);
     for (int64_t g = 0; g < wp->groups; g++) {
         HB_F(wino_filter)(wp, w, g, U);
         HB_F(wino_input)(wp, x, g, V);
@@ -208,6 +226,94 @@ void HB_F(hb_wino_run)(const hb_wino *wp, const HB_S *x, const HB_S *w, HB_S *y,
         for (int e = 0; e < 16; e++)
             HB_FC(hb_gemm_run)(&call, 1, U + e * cout * cin, V + e * cin * nt, 0, M + e * cout * nt);
         HB_F(wino_output)(wp, M, g, y, alpha, beta);
+    }
+}
+
+/* Z = A dY A^T per output channel of group g and 2x2 tile of dy (outputs past P or Q are zero: the forward drops
+ * them), laid out as V is: element e, then channel, then tile. A row of up to HB_WT tiles at a time, as
+ * wino_input does, from two zero-padded copies of the dy rows. */
+static void HB_F(wino_grad_dy)(const hb_wino *wp, const HB_S *dy, int64_t g, HB_T *Z) {
+    const int64_t th = (wp->p + 1) / 2, tw = (wp->q + 1) / 2, nt = wp->n * th * tw, cout = wp->cout;
+    for (int64_t o = 0; o < cout; o++)
+        for (int64_t n = 0; n < wp->n; n++) {
+            const HB_S *yc = dy + n * wp->ys_n + (g * cout + o) * wp->ys_c;
+            for (int64_t ty = 0; ty < th; ty++)
+                for (int64_t tx0 = 0; tx0 < tw; tx0 += HB_WT) {
+                    const int64_t nx = tw - tx0 < HB_WT ? tw - tx0 : HB_WT;
+                    const int64_t q0 = 2 * tx0, nq = wp->q - q0 < 2 * nx ? wp->q - q0 : 2 * nx;
+                    HB_T rows[2][2 * HB_WT];
+                    for (int r = 0; r < 2; r++) {
+                        int64_t j = 0;
+                        if (2 * ty + r < wp->p) {
+                            const HB_S *src = yc + (2 * ty + r) * wp->ys_h + q0 * wp->ys_w;
+                            for (; j < nq; j++) rows[r][j] = HB_LD(src[j * wp->ys_w]);
+                        }
+                        for (; j < 2 * nx; j++) rows[r][j] = 0;
+                    }
+                    HB_T zt[16][HB_WT]; /* staged on the stack, as in wino_input */
+                    for (int64_t j = 0; j < nx; j++) {
+                        const HB_T d00 = rows[0][2 * j], d01 = rows[0][2 * j + 1];
+                        const HB_T d10 = rows[1][2 * j], d11 = rows[1][2 * j + 1];
+                        const HB_T t[4][2] = {{d00, d01}, {d00 + d10, d01 + d11}, {d00 - d10, d01 - d11}, {-d10, -d11}};
+                        for (int a = 0; a < 4; a++) {
+                            zt[4 * a + 0][j] = t[a][0];
+                            zt[4 * a + 1][j] = t[a][0] + t[a][1];
+                            zt[4 * a + 2][j] = t[a][0] - t[a][1];
+                            zt[4 * a + 3][j] = -t[a][1];
+                        }
+                    }
+                    HB_T *z = Z + o * nt + (n * th + ty) * tw + tx0;
+                    for (int el = 0; el < 16; el++) memcpy(z + el * cout * nt, zt[el], (size_t)nx * sizeof(HB_T));
+                }
+        }
+}
+
+/* dw = alpha * G^T m G + beta * dw per (out, in) channel pair of group g, m the 16 summed products. */
+static void HB_F(wino_grad_filter)(const hb_wino *wp, const HB_T *M, int64_t g, HB_S *dw, double alpha,
+                                   double beta) {
+    const int64_t cin = wp->cin, cout = wp->cout, e = cout * cin;
+    const HB_T a = (HB_T)alpha, b = (HB_T)beta;
+    for (int64_t o = 0; o < cout; o++)
+        for (int64_t i = 0; i < cin; i++) {
+            const HB_T *m = M + o * cin + i;
+            HB_T t[3][4], k[3][3];
+            for (int c = 0; c < 4; c++) {
+                HB_T m0 = m[c * e], m1 = m[(4 + c) * e], m2 = m[(8 + c) * e], m3 = m[(12 + c) * e];
+                t[0][c] = m0 + (HB_T)0.5 * (m1 + m2);
+                t[1][c] = (HB_T)0.5 * (m1 - m2);
+                t[2][c] = (HB_T)0.5 * (m1 + m2) + m3;
+            }
+            for (int r = 0; r < 3; r++) {
+                k[r][0] = t[r][0] + (HB_T)0.5 * (t[r][1] + t[r][2]);
+                k[r][1] = (HB_T)0.5 * (t[r][1] - t[r][2]);
+                k[r][2] = (HB_T)0.5 * (t[r][1] + t[r][2]) + t[r][3];
+            }
+            HB_S *f = dw + g * wp->f_group + o * wp->f_out + i * wp->f_in;
+            for (int r = 0; r < 3; r++)
+                for (int s = 0; s < 3; s++) {
+                    int rr = wp->flip ? 2 - r : r, ss = wp->flip ? 2 - s : s;
+                    HB_S *dst = f + rr * wp->f_r + ss * wp->f_s;
+                    *dst = beta == 0.0 ? HB_ST(a * k[r][s]) : HB_ST(a * k[r][s] + b * HB_LD(*dst));
+                }
+        }
+}
+
+void HB_F(hb_wino_grad_run)(const hb_wino *wp, const HB_S *x, const HB_S *dy, HB_S *dw, double alpha, double beta,
+                            void *ws) {
+    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
+    const int64_t cin = wp->cin, cout = wp->cout;
+    HB_T *M, *V, *Z; /* the products where the forward keeps U, dy's transforms where it keeps its products */
+    HB_F(wino_buffers)(wp, ws, &M, &V, &Z);
+    for (int64_t g = 0; g < wp->groups; g++) {
+        HB_F(wino_input)(wp, x, g, V);
+        HB_F(wino_grad_dy)(wp, dy, g, Z);
+        /* The 16 independent products M_e = Z_e V_e^T, each a sum over the batch's tiles. */
+        hb_mview mz = {cout, nt, nt, 1}, mv = {nt, cin, 1, nt}, mm = {cout, cin, cin, 1};
+        hb_gemm_call call;
+        if (!hb_gemm_plan(mz, mv, mm, &call)) return; /* excluded by hb_wino_workspace's limits */
+        for (int e = 0; e < 16; e++)
+            HB_FC(hb_gemm_run)(&call, 1, Z + e * cout * nt, V + e * cin * nt, 0, M + e * cout * cin);
+        HB_F(wino_grad_filter)(wp, M, g, dw, alpha, beta);
     }
 }
 
