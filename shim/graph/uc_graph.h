@@ -379,6 +379,9 @@ int uc_gb_has_beta(const uc_ggraph *g);
  * the output held before. */
 int uc_gb_overwrites(const uc_ggraph *g);
 int uc_gb_wide_filter(const uc_ggraph *g); /* a weight gradient's dw is 32 or 64 bits wide */
+/* Whether the graph's batch may be divided: not a weight gradient, or one whose parts can accumulate into dw
+ * (beta set, dw 32 or 64 bits wide: a 16-bit one would be rounded once per part, which one call does not do). */
+int uc_gb_divisible(const uc_ggraph *g);
 size_t uc_gb_extent(const uc_ggraph *g, const gtensor *t, int64_t b); /* bytes t spans at b; 0 unknown */
 
 /* The graph the shim resolved for a finalized plan, as ucudnn_debug_graph_json describes it (malloc'd; NULL when

@@ -416,6 +416,11 @@ int uc_gb_has_beta(const uc_ggraph *g)
     return 0;
 }
 
+int uc_gb_divisible(const uc_ggraph *g)
+{
+    return !uc_gb_is_wgrad(g) || (uc_gb_has_beta(g) && uc_gb_wide_filter(g));
+}
+
 int uc_gb_overwrites(const uc_ggraph *g)
 {
     static const int beta_of[][2] = {{UC_BK_OP_CONV_FWD, UC_A_OP_FWD_ALPHA + 1},

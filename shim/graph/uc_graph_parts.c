@@ -57,10 +57,8 @@ int uc_gparts_build(const uc_ggraph *g, const int64_t *size, const int64_t *engi
     p.engine = calloc((size_t)n, sizeof *p.engine);
     p.plan = calloc((size_t)n, sizeof *p.plan);
     p.owned = calloc((size_t)n, sizeof *p.owned);
-    /* A weight gradient's parts accumulate into dw (beta = 1): only where the caller set beta, and only into a
-     * 32- or 64-bit dw -- a 16-bit one would be rounded once per part, which one call does not do. */
-    ok = key_b && key_e && key_one && p.size && p.engine && p.plan && p.owned &&
-         (!wgrad || n == 1 || (uc_gb_has_beta(g) && uc_gb_wide_filter(g)));
+    /* A weight gradient's parts accumulate into dw (beta = 1), where uc_gb_divisible allows it. */
+    ok = key_b && key_e && key_one && p.size && p.engine && p.plan && p.owned && (n == 1 || uc_gb_divisible(g));
     int caller_det = !(g->notes & (1 << 4));
     for (int i = 0; ok && i < n; i++) {
         int beta_one = wgrad && i > 0, det = 0;

@@ -144,6 +144,8 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
     *full_out = full;
     if ((uint64_t)full <= limit)
         return;
+    if (!uc_gb_divisible(g)) /* its plan is one undivided engine that fits, if any: ask for no other */
+        policy = uc_cfg_policy_undivided();
     if (g->offer_limit) { /* an offered variant: its engine (or the next) micro-batched, or nothing */
         *source = "offer";
         uc_goffer_plan(g, limit, policy, main, alt);
