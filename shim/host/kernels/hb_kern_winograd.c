@@ -43,13 +43,19 @@ hb_wino hb_wino_of(const hb_problem *p, int backward_data) {
 
 static int64_t wino_tiles(const hb_wino *wp) { return wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2); }
 
-size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
+/* The workspace's three buffers, each aligned, for elements of es bytes: 16 x cout x cin at 0, 16 x cin x tiles at
+ * *inputs, 16 x cout x tiles at *outputs; returns the total (SIZE_MAX on overflow). */
+static size_t wino_layout(const hb_wino *wp, size_t es, size_t *inputs, size_t *outputs) {
     int64_t t = wino_tiles(wp);
-    if (t > INT_MAX || wp->cin > INT_MAX || wp->cout > INT_MAX) return SIZE_MAX;
-    size_t u = hb_align(hb_bytes(16 * wp->cout * wp->cin, es));
-    size_t v = hb_align(hb_bytes(16 * wp->cin * t, es));
-    size_t m = hb_bytes(16 * wp->cout * t, es);
-    return hb_add_bytes(hb_add_bytes(u, v), m);
+    *inputs = hb_align(hb_bytes(16 * wp->cout * wp->cin, es));
+    *outputs = hb_add_bytes(*inputs, hb_align(hb_bytes(16 * wp->cin * t, es)));
+    return hb_add_bytes(*outputs, hb_bytes(16 * wp->cout * t, es));
+}
+
+size_t hb_wino_workspace(const hb_wino *wp, size_t es) {
+    if (wino_tiles(wp) > INT_MAX || wp->cin > INT_MAX || wp->cout > INT_MAX) return SIZE_MAX;
+    size_t inputs, outputs;
+    return wino_layout(wp, es, &inputs, &outputs);
 }
 
 size_t hb_wino_problem_workspace(const hb_problem *p, int backward_data) {
@@ -201,18 +207,18 @@ static void HB_F(wino_output)(const hb_wino *wp, const HB_T *M, int64_t g, HB_S 
         }
 }
 
-/* The workspace's three buffers (hb_wino_workspace): 16 x cout x cin, then 16 x cin x tiles, then 16 x cout x tiles
- * elements of the compute type, each aligned. */
+/* The workspace's three buffers (wino_layout) as arrays of the compute type. */
 static void HB_F(wino_buffers)(const hb_wino *wp, void *ws, HB_T **filters, HB_T **inputs, HB_T **outputs) {
-    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
+    size_t in, out;
+    wino_layout(wp, sizeof(HB_T), &in, &out);
     *filters = ws;
-    *inputs = (HB_T *)((char *)ws + hb_align((size_t)(16 * wp->cout * wp->cin) * sizeof(HB_T)));
-    *outputs = (HB_T *)((char *)*inputs + hb_align((size_t)(16 * wp->cin * nt) * sizeof(HB_T)));
+    *inputs = (HB_T *)((char *)ws + in);
+    *outputs = (HB_T *)((char *)ws + out);
 }
 
 void HB_F(hb_wino_run)(const hb_wino *wp, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta,
                        void *ws) {
-    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
+    const int64_t nt = wino_tiles(wp);
     const int64_t cin = wp->cin, cout = wp->cout;
     HB_T *U, *V, *M;
     HB_F(wino_buffers)(wp, ws, &U, &V, &M);
@@ -300,7 +306,7 @@ static void HB_F(wino_grad_filter)(const hb_wino *wp, const HB_T *M, int64_t g, 
 
 void HB_F(hb_wino_grad_run)(const hb_wino *wp, const HB_S *x, const HB_S *dy, HB_S *dw, double alpha, double beta,
                             void *ws) {
-    const int64_t nt = wp->n * ((wp->p + 1) / 2) * ((wp->q + 1) / 2);
+    const int64_t nt = wino_tiles(wp);
     const int64_t cin = wp->cin, cout = wp->cout;
     HB_T *M, *V, *Z; /* the products where the forward keeps U, dy's transforms where it keeps its products */
     HB_F(wino_buffers)(wp, ws, &M, &V, &Z);
