@@ -159,13 +159,14 @@ static int64_t place(void *const *d, int64_t n, size_t limit, int det, int *more
 }
 
 /* Whether result `cfg` (the shim's, filled from a heuristics descriptor whose graph is `graph`) is a convolution
- * the shim can micro-batch: resolved as a recorded configuration would be, then forgotten. */
+ * the shim can micro-batch, into parts it may run (uc_gb_divisible: not a weight gradient whose parts could not
+ * accumulate): resolved as a recorded configuration would be, then forgotten. */
 static int splittable(void *cfg, uc_gval *graph)
 {
     uc_grec_created(cfg, UC_BK_ENGINECFG);
     uc_grec_filled(cfg, NULL, graph);
     uc_ggraph *g = uc_graph_resolve(cfg, 1);
-    int ok = g && !g->why_not && g->n >= 2 && g->nodes;
+    int ok = g && !g->why_not && g->n >= 2 && g->nodes && uc_gb_divisible(g);
     uc_graph_free(g);
     uc_grec_destroyed(cfg);
     return ok;

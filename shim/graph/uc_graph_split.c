@@ -91,18 +91,24 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     return rc;
 }
 
-/* The fallback without a planner: the caller's engine at the largest power-of-two size that fits (under `all`,
- * refined up to the next power of two), and beside it the first undivided admitted engine that fits. */
+/* The fallback without a planner: beside it the first undivided admitted engine that fits; the plan is the
+ * caller's engine at the largest power-of-two size that fits (under `all`, refined up to the next power of two),
+ * or, where its parts do not fit even at one sample (an FFT's filter spectra), the first admitted engine ranked
+ * above that undivided one whose parts do. */
 static void fallback(const uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt)
 {
-    if (policy != uc_cfg_policy_undivided())
-        uc_gparts_largest(g, g->engine, limit, policy, main);
     int64_t engines[UC_G_MAX_CANDIDATES + 1], notes[UC_G_MAX_CANDIDATES + 1];
-    int ne = uc_gb_engines(g, g->n, engines, notes, UC_G_MAX_CANDIDATES + 1);
+    int ne = uc_gb_engines(g, g->n, engines, notes, UC_G_MAX_CANDIDATES + 1), fits = ne;
     for (int i = 1; i < ne && !alt->nparts; i++) { /* 0 is the caller's engine, which does not fit at N */
         int64_t whole = g->n;
-        uc_gparts_build(g, &whole, &engines[i], 1, limit, alt, 0);
+        if (uc_gparts_build(g, &whole, &engines[i], 1, limit, alt, 0) == 0 && alt->nparts)
+            fits = i;
     }
+    if (policy == uc_cfg_policy_undivided())
+        return;
+    uc_gparts_largest(g, g->engine, limit, policy, main);
+    for (int i = 1; i < fits && !main->nparts; i++)
+        uc_gparts_largest(g, engines[i], limit, policy, main);
 }
 
 /* For an offered variant's divided plan: the check an earlier run stored for it (this plan against this undivided
@@ -228,7 +234,9 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         else if (full >= 0 && (uint64_t)full > limit && !g->offer_limit) {
             UC_COUNT(graph_over_limit, 1);
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built, over the limit of "
-                   "%zu bytes: no admitted engine fits it, even divided", g->plan, g->n, full, limit);
+                   "%zu bytes: no admitted engine fits it%s", g->plan, g->n, full, limit,
+                   uc_gb_divisible(g) ? ", even divided" : " undivided (a weight gradient whose parts could not "
+                   "accumulate into dw is not divided)");
         } else if (full >= 0)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built", g->plan, g->n,
                    full);

@@ -120,7 +120,8 @@ typedef enum { HB_OP_FWD = 0, HB_OP_BWD_DATA = 1, HB_OP_BWD_FILTER = 2 } hb_op;
  * `in0`/`in1`/`out` are, for fwd: x, w, y; bwd-data: w, dy, dx; bwd-filter: x, dy, dw.
  * `deterministic` is 1 if repeated runs give bitwise-identical results.
  * `model_rate` drives the deterministic timing model (see hb_model_time_ms): relative throughput of the
- * algorithm's inner loop, higher = faster; workspace-hungry algorithms must have the higher rates.
+ * algorithm's inner loop, higher = faster; workspace-hungry algorithms must have the higher rates. `rate_of`,
+ * where set, gives it per problem instead (FFT: its gain grows with the filter's extent).
  */
 typedef struct {
     int algo;               /* the cuDNN enum value for this op */
@@ -130,6 +131,7 @@ typedef struct {
     size_t (*workspace)(const hb_problem *p);
     cudnnStatus_t (*run)(const hb_problem *p, const void *in0, const void *in1, void *out, double alpha,
                          double beta, void *workspace, size_t workspace_bytes);
+    double (*rate_of)(const hb_problem *p);
 } hb_algo;
 
 /*

@@ -150,15 +150,39 @@ def test_memory_starved_wgrad_runs_the_winograd_engine_micro_batched(run_client:
         assert steady_ms(ucudnn) < 0.8 * steady_ms(alone), (steady_ms(ucudnn), steady_ms(alone))
 
 
+def test_memory_starved_half_wgrad_is_offered_nothing(run_client: RunClient) -> None:
+    """The memory-starved wgrad above in half: its parts could not accumulate into dw (the shim never divides it),
+    so no variant is offered -- an offered one could only fall back to the original engine, after the builds and
+    the slot it cost. PyTorch alone's configurations, engine and result, bit for bit. (The offer is decided alike
+    in both benchmark modes; heuristics mode keeps the test short: half runs slowly on the host.)"""
+    p = Problem("wgrad", **(WGRAD_LARGE | {"dtype": "half"}))
+    inputs = Inputs.make(p)
+    capacity = 40 << 20
+    extra = ("--calls", str(CALLS), "--benchmark", "0")
+    alone = run_client("torch_v0", p, inputs, capacity=capacity, extra=extra)
+    ucudnn = run_client("torch_v0", p, inputs, capacity=capacity, preload=True, extra=extra, env_extra=under(capacity))
+    check_output(ucudnn, p, inputs)
+    stats = ucudnn.stats
+    assert stats["graph_offers"] == stats["graph_split_plans"] == stats["rejected_plans"] == 0, stats
+    assert ucudnn.report["engine"] == alone.report["engine"], (alone.report, ucudnn.report)
+    assert ucudnn.report["tried"] == alone.report["tried"], (alone.report, ucudnn.report)
+    assert ucudnn.output is not None and alone.output is not None
+    assert np.array_equal(ucudnn.output, alone.output)
+
+
 @pytest.mark.parametrize("dtype", ["float", "half"])
 def test_a_limit_divides_a_wgrad_only_where_its_parts_can_accumulate(run_client: RunClient, dtype: str) -> None:
     """Under an explicit limit that only the Winograd engine at one sample fits, a float wgrad runs 8 x 1 of it,
     each part after the first accumulating into dw; a half one cannot (dw would be rounded once per part, which one
-    call does not do), so it is planned undivided only and runs as built, over the limit. Was (drawn by the random
-    middle-layer tier): the planner was asked for a divided plan the shim then refused, a rejected plan."""
+    call does not do), so it is planned undivided only and runs as built, over the limit, its log line saying why.
+    Was (drawn by the random middle-layer tier): the planner was asked for a divided plan the shim then refused, a
+    rejected plan."""
     p = Problem("wgrad", dtype=dtype, n=8, c=64, k=32, size=(36, 36), filt=(3, 3), pad=(1, 1), layout="nhwc")
     inputs = Inputs.make(p)
-    run = run_client("torch_v0", p, inputs, capacity=ROOMY, preload=True, limit="2408448", extra=("--calls", "4"))
+    env = {"UCUDNN_LOG_LEVEL": "info"}
+    run = run_client(
+        "torch_v0", p, inputs, capacity=ROOMY, preload=True, limit="2408448", extra=("--calls", "4"), env_extra=env
+    )
     check_output(run, p, inputs)
     stats = run.stats
     assert stats["rejected_plans"] == 0 and stats["planner_errors"] == 0, (stats, run.stderr[-2000:])
@@ -166,6 +190,7 @@ def test_a_limit_divides_a_wgrad_only_where_its_parts_can_accumulate(run_client:
         assert stats["graph_split_plans"] == 1 and run.report["workspace"] <= 2408448, (stats, run.report)
     else:
         assert stats["graph_split_plans"] == 0 and stats["graph_over_limit"] == 1, stats
+        assert "no admitted engine fits it undivided (a weight gradient whose parts" in run.stderr, run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("op", ["fprop", "dgrad"])

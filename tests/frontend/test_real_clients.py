@@ -228,7 +228,7 @@ def test_a_limit_holds_where_instant_lists_nothing_that_fits(run_client: RunClie
     assert stats["graph_conv_plans"] > 0, stats
     if op == "dgrad" and policy == "undivided":
         assert run.report["workspace"] == alone.report["workspace"] and stats["graph_over_limit"] == 1, stats
-        assert "1 over the limit run as built (no engine cuDNN lists fits it, even divided)" in run.stderr
+        assert "1 over the limit run as built (no engine cuDNN lists fits it, divided where it may be)" in run.stderr
         return
     assert run.report["workspace"] <= LIMIT_BYTES and stats["graph_over_limit"] == 0, (run.report, stats)
     if policy == "undivided":

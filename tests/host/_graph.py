@@ -81,6 +81,7 @@ from ucudnn.graph_api import (  # noqa: F401  (re-exported: the tests use them a
     KNOB_CHOICE,
     KNOB_INFO,
     NOTE_DOWN_CONVERT,
+    NOTE_FFT,
     NOTE_NONDETERMINISTIC,
     NOTE_REDUCED_PRECISION,
     NOTE_WINOGRAD,

@@ -196,7 +196,12 @@ def test_model_timing(host_lib_path: str) -> None:
         assert find1 == find2 == v7 == find_ex, f"{key}: modelled times must be identical on every call"
         ok = [r for r in find1 if r[1] == 0]
         assert len(ok) >= 2, key
-        assert ok[0][3] == max(r[3] for r in ok), f"{key}: the fastest algorithm is the workspace-hungriest"
+        # FFT (fwd 4, bwd 2) holds the filters' spectra whatever N, as cuDNN's: on this small 3x3 layer it is the
+        # hungriest and not the fastest. Among the others speed costs memory.
+        fft = 4 if key.startswith("FWD") else 2
+        assert any(r[0] == fft for r in ok) and ok[0][0] != fft, key
+        rest = [r for r in ok if r[0] != fft]
+        assert rest[0][3] == max(r[3] for r in rest), f"{key}: the fastest algorithm is the workspace-hungriest"
         assert ok[-1][3] == min(r[3] for r in ok), f"{key}: the slowest needs the least workspace"
     for op in C.Op:
         per_sample = []

@@ -23,6 +23,7 @@ FWD, BWD_DATA, BWD_FILTER = 0, 1, 2
 OPS = (FWD, BWD_DATA, BWD_FILTER)
 NONDETERMINISTIC = {(BWD_DATA, 0), (BWD_FILTER, 0)}
 WINOGRAD = {(FWD, 7), (BWD_DATA, 5), (BWD_FILTER, 5)}
+FFT = {(FWD, 4), (BWD_DATA, 2), (BWD_FILTER, 2)}
 ALPHA, BETA = 0.7, 0.3
 # x, w, y of one problem
 Arrays = tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]
@@ -126,6 +127,7 @@ def test_every_engine_is_its_legacy_algorithm(
         notes = set(outcome.notes)
         assert (G.NOTE_NONDETERMINISTIC in notes) == ((op, engine) in NONDETERMINISTIC)
         assert (G.NOTE_WINOGRAD in notes) == ((op, engine) in WINOGRAD)
+        assert (G.NOTE_FFT in notes) == ((op, engine) in FFT)
         assert G.NOTE_DOWN_CONVERT not in notes and G.NOTE_REDUCED_PRECISION not in notes
         assert outcome.model_ms == pytest.approx(v7[engine].time_ms, rel=1e-6)
         T.assert_close(out, expected, np.float32, f"{case} op {op} engine {engine} {layout}")

@@ -144,10 +144,14 @@ def test_shapes(lib: KernelLib, algo: AlgoInfo, dtype: type, shape: str) -> None
     prob = SHAPES[shape]
     supported = run_checked(lib, algo, prob, dtype, layout="NCHW", w_layout="NCHW", alpha=0.75, beta=0.5)
     if not supported:
-        assert "WINOGRAD" in algo.name, f"{algo.name} must support every shape"
-        wino = prob.params.nb_spatial == 2 and prob.w_shape[2:] == (3, 3)
-        wino = wino and prob.params.stride == (1, 1) and prob.params.dilation == (1, 1)
-        assert not wino, "Winograd must support 2-D 3x3 stride-1 undilated problems"
+        assert "WINOGRAD" in algo.name or algo.name == "FFT", f"{algo.name} must support every shape"
+        plain = prob.params.nb_spatial == 2 and prob.params.stride == (1, 1) and prob.params.dilation == (1, 1)
+        if algo.name == "FFT":  # padding below the filter's extent and at most 256 padded, as cuDNN's FFT
+            dims = zip(prob.params.pad, prob.w_shape[2:], prob.x_shape[2:], strict=True)
+            fits = all(p < r and h + 2 * p <= 256 and h + r - 1 <= 256 for p, r, h in dims)
+            assert not (plain and fits), "FFT must support 2-D stride-1 undilated problems that fit its transforms"
+        else:
+            assert not (plain and prob.w_shape[2:] == (3, 3)), "Winograd must support 2-D 3x3 stride-1 problems"
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
@@ -161,7 +165,7 @@ def test_taps_wholly_in_the_padding(lib: KernelLib, algo: AlgoInfo, w_layout: T.
         problem((2, 8, 3, 1), (4, 4, 2, 3), groups=2, pad=(0, 2), stride=(2, 1), dilation=(1, 2)),
     ):
         supported = run_checked(lib, algo, prob, np.float32, w_layout=w_layout, alpha=1.25, seed=159)
-        assert supported or "WINOGRAD" in algo.name
+        assert supported or "WINOGRAD" in algo.name or algo.name == "FFT"
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
@@ -200,14 +204,14 @@ def test_random_problems(
 def check_random_problem(
     op: int, seed: int, nb_spatial: int, layout: T.Layout, w_layout: T.Layout, dtype: Any, beta: float
 ) -> None:
-    """Every algorithm of ``op`` on a random problem: right where it runs (only Winograd may refuse)."""
+    """Every algorithm of ``op`` on a random problem: right where it runs (only Winograd and FFT may refuse)."""
     lib = _lib()
     prob = T.random_problem(np.random.default_rng(seed), nb_spatial=nb_spatial)
     for algo in lib.algos(op):
         supported = run_checked(
             lib, algo, prob, dtype, layout=layout, w_layout=w_layout, alpha=1.25, beta=beta, seed=seed
         )
-        assert supported or "WINOGRAD" in algo.name
+        assert supported or "WINOGRAD" in algo.name or algo.name == "FFT"
 
 
 def workspace_of(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: Any = np.float32) -> int | None:
@@ -235,6 +239,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo) -> None:
         "GEMM": "linear",
         "ALGO_1": "linear",
         "WINOGRAD_NONFUSED": "linear",
+        "FFT": "linear",  # the batch's spectra, beside the filters' (a constant part)
     }[algo.name]
     if kind == "zero":
         assert sizes == [0, 0, 0, 0]

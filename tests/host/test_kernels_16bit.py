@@ -59,7 +59,7 @@ def test_layouts(lib: KernelLib, algo: AlgoInfo, dtype: Any, layout: T.Layout, w
 def test_shapes(lib: KernelLib, algo: AlgoInfo, dtype: Any, shape: str) -> None:
     prob = SHAPES[shape]
     supported = run_checked(lib, algo, prob, dtype, layout="NCHW", w_layout="NCHW", alpha=0.75, beta=0.5)
-    assert supported or "WINOGRAD" in algo.name
+    assert supported or "WINOGRAD" in algo.name or algo.name == "FFT"
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
@@ -81,7 +81,7 @@ def test_random_problems(
 @pytest.mark.parametrize("dtype", DTYPES16)
 def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
     """What each algorithm converts through, counted exactly: direct loops convert on the fly (no workspace);
-    the precomputed-table and Winograd algorithms already work in float buffers (same size as for FLOAT data);
+    the precomputed-table, Winograd and FFT algorithms already work in float buffers (same size as for FLOAT data);
     the GEMM algorithms add float copies of the filter group, of dy or of the output, on top of the float im2col.
     Problem: N x 8 x 10 x 10, filter 16 x 4 x 3 x 3, 2 groups, pad 1 (per group: C/g = 4, K/g = 8, C/g * taps =
     36, 100 positions)."""
@@ -106,6 +106,9 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo, dtype: Any) -> None:
         (BWD_FILTER, "ALGO_1"): lambda n: n * col + n * tile + wconv,  # batch im2col, dy copy, float dw
         (BWD_FILTER, "ALGO_3"): lambda n: col + tile + wconv,
         (BWD_FILTER, "WINOGRAD_NONFUSED"): lambda n: at(n, np.float32),
+        (FWD, "FFT"): lambda n: at(n, np.float32),
+        (BWD_DATA, "FFT"): lambda n: at(n, np.float32),
+        (BWD_FILTER, "FFT"): lambda n: at(n, np.float32),
     }[(algo.op, algo.name)]
     for n in (1, 2, 5):
         assert at(n) == expected(n), (n, at(n), expected(n))
@@ -189,7 +192,7 @@ def test_every_16bit_value_round_trips(lib: KernelLib, dtype: Any) -> None:
     same = ~nan & ~neg_zero
     for algo in lib.algos(FWD):
         ws = workspace_of(lib, algo, prob, dtype)
-        if ws is None:
+        if ws is None or algo.name == "FFT":  # a transform mixes a plane: one infinity makes all of it NaN
             continue
         y = np.zeros(prob.y_shape, x.dtype)
         assert lib.run(FWD, algo.index, x, w, y, prob.params, workspace=np.empty(ws, np.uint8)) == 0

@@ -67,6 +67,28 @@ def test_split_under_an_explicit_limit(host_lib: Path, preload_lib: Path, tmp_pa
     assert stats["graph_executes"] == 1
 
 
+@pytest.mark.parametrize("op", [FWD, DGRAD, WGRAD], ids=["fwd", "dgrad", "wgrad"])
+def test_an_engine_whose_parts_never_fit_gives_way_to_one_whose_parts_do(
+    host_lib: Path, preload_lib: Path, tmp_path: Path, op: int
+) -> None:
+    """The caller's engine is FFT (4 forward, 2 backward), whose filter spectra need more than the limit even at
+    one sample, and no engine fits it undivided: the fallback splits the next admitted engine whose parts fit.
+    Was: the plan ran as built, over the limit, and counted as fitting nothing even divided."""
+    fft = {FWD: 4, DGRAD: 2, WGRAD: 2}[op]
+    spec = {**BASE, "op": op, "n": 8, "engine": fft, "alpha": 0.7, "beta": 0.3}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    _, linear = run(host_lib, preload_lib, tmp_path, {**spec, "engine": LINEAR_ENGINE[op]}, None)
+    _, one = run(host_lib, preload_lib, tmp_path, {**spec, "n": 1}, None)
+    limit = linear["workspace"] // 3
+    assert one["workspace"] > limit and plain["workspace"] > limit, (one, plain, limit)
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(limit)})
+    close(got, expected, 1e-4 if op == WGRAD else 1e-5)
+    stats = rep["stats"]
+    assert 0 < rep["workspace"] <= limit, rep
+    assert stats["graph_split_plans"] == 1 and stats["graph_over_limit"] == 0, stats
+    assert stats["graph_micro_batches"] >= 3, stats
+
+
 def test_all_policy_takes_the_largest_size_that_fits(host_lib: Path, preload_lib: Path, tmp_path: Path) -> None:
     spec = {**BASE, "op": FWD, "n": 12, "engine": LINEAR_ENGINE[FWD]}
     expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)

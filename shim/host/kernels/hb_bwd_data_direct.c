@@ -34,7 +34,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, voi
     return CUDNN_STATUS_SUCCESS;
 }
 
-const hb_algo hb_bwd_data_algo0 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0", 0, 1.5, hb_no_workspace, run};
+const hb_algo hb_bwd_data_algo0 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, "ALGO_0", 0, 1.5, hb_no_workspace, run, NULL};
 
 #else
 

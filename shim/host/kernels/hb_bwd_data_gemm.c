@@ -19,7 +19,7 @@ static int make_plan(const hb_problem *p, plan *pl) { return hb_gemm_y_plan_make
 
 HB_PLANNED_ALGO(bwd_data_gemm)
 
-const hb_algo hb_bwd_data_algo1 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "ALGO_1", 1, 20.0, workspace, run};
+const hb_algo hb_bwd_data_algo1 = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "ALGO_1", 1, 20.0, workspace, run, NULL};
 
 #else
 

@@ -14,4 +14,4 @@ static cudnnStatus_t run(const hb_problem *p, const void *w, const void *dy, voi
 }
 
 const hb_algo hb_bwd_data_winograd_nonfused = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED",
-                                               1, 25.0, workspace, run};
+                                               1, 25.0, workspace, run, NULL};

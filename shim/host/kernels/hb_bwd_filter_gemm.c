@@ -87,8 +87,8 @@ static cudnnStatus_t run3(const hb_problem *p, const void *x, const void *dy, vo
     return run_any(p, 0, x, dy, dw, alpha, beta, ws);
 }
 
-const hb_algo hb_bwd_filter_algo1 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "ALGO_1", 1, 20.0, workspace1, run1};
-const hb_algo hb_bwd_filter_algo3 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "ALGO_3", 1, 15.0, workspace3, run3};
+const hb_algo hb_bwd_filter_algo1 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "ALGO_1", 1, 20.0, workspace1, run1, NULL};
+const hb_algo hb_bwd_filter_algo3 = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, "ALGO_3", 1, 15.0, workspace3, run3, NULL};
 
 #else
 

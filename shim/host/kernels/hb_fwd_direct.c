@@ -21,7 +21,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
 }
 
 const hb_algo hb_fwd_implicit_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "IMPLICIT_GEMM", 1, 1.0,
-                                      hb_no_workspace, run};
+                                      hb_no_workspace, run, NULL};
 
 #else
 

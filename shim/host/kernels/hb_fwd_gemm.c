@@ -22,7 +22,7 @@ static int make_plan(const hb_problem *p, plan *pl) { return hb_gemm_y_plan_make
 
 HB_PLANNED_ALGO(fwd_gemm)
 
-const hb_algo hb_fwd_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "GEMM", 1, 20.0, workspace, run};
+const hb_algo hb_fwd_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "GEMM", 1, 20.0, workspace, run, NULL};
 
 #else
 

@@ -65,7 +65,7 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
 }
 
 const hb_algo hb_fwd_implicit_precomp_gemm = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                                              "IMPLICIT_PRECOMP_GEMM", 1, 3.0, workspace, run};
+                                              "IMPLICIT_PRECOMP_GEMM", 1, 3.0, workspace, run, NULL};
 
 #else
 

@@ -13,4 +13,4 @@ static cudnnStatus_t run(const hb_problem *p, const void *x, const void *w, void
 }
 
 const hb_algo hb_fwd_winograd_nonfused = {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "WINOGRAD_NONFUSED", 1, 25.0,
-                                          workspace, run};
+                                          workspace, run, NULL};

@@ -272,6 +272,46 @@ void hb_wino_grad_run_b(const hb_wino *wp, const hb_bf16 *x, const hb_bf16 *dy, 
 int hb_wino_shape_ok(const hb_problem *p);
 
 /*
+ * FFT convolution (hb_kern_fft.c): spectra of the whole batch, of the filters and of the products in the
+ * workspace, one complex GEMM per frequency bin. The geometry is Winograd's with any filter extent (r x s) and
+ * the transform sizes lh x lw; backward data is the forward of dy with the filter transposed and rotated.
+ */
+#define HB_FFT_MAX 256 /* the padded input's largest extent, as cuDNN's FFT */
+#define HB_FFT_RATE 5.0 /* the model rate per direct MAC saved per complex GEMM MAC (hb_fft_model_rate) */
+typedef struct {
+    int64_t n, groups, cin, cout; /* cin/cout per group */
+    int64_t h, w, p, q, r, s;     /* input, output and filter spatial extents */
+    int64_t pad_h, pad_w, lh, lw; /* padding; transform sizes (powers of two) */
+    int64_t xs_n, xs_c, xs_h, xs_w, ys_n, ys_c, ys_h, ys_w;
+    int64_t f_group, f_out, f_in, f_r, f_s;
+    int flip;
+} hb_fft;
+/* Whether the problem is one the FFT algorithms handle: 2-D, stride 1, no dilation, pad < filter, small enough. */
+int hb_fft_shape_ok(const hb_problem *p);
+hb_fft hb_fft_of(const hb_problem *p, int backward_data);
+/* The workspace (SIZE_MAX: not handled), the timing model's rate, and the runs: data x or dy, out y or dx. */
+size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data);
+double hb_fft_model_rate(const hb_problem *p);
+cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
+                                 void *out, double alpha, double beta, void *ws);
+cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
+                                      double beta, void *ws);
+void hb_fft_run_f(const hb_fft *f, const float *x, const float *w, float *y, double alpha, double beta, void *ws);
+void hb_fft_run_d(const hb_fft *f, const double *x, const double *w, double *y, double alpha, double beta, void *ws);
+void hb_fft_run_h(const hb_fft *f, const hb_half *x, const hb_half *w, hb_half *y, double alpha, double beta,
+                  void *ws);
+void hb_fft_run_b(const hb_fft *f, const hb_bf16 *x, const hb_bf16 *w, hb_bf16 *y, double alpha, double beta,
+                  void *ws);
+void hb_fft_grad_run_f(const hb_fft *f, const float *x, const float *dy, float *dw, double alpha, double beta,
+                       void *ws);
+void hb_fft_grad_run_d(const hb_fft *f, const double *x, const double *dy, double *dw, double alpha, double beta,
+                       void *ws);
+void hb_fft_grad_run_h(const hb_fft *f, const hb_half *x, const hb_half *dy, hb_half *dw, double alpha,
+                       double beta, void *ws);
+void hb_fft_grad_run_b(const hb_fft *f, const hb_bf16 *x, const hb_bf16 *dy, hb_bf16 *dw, double alpha,
+                       double beta, void *ws);
+
+/*
  * Runs fn(ctx, part) for part in [0, nparts) on the calling thread and one helper thread, parts handed out in
  * the order the threads ask for them. Falls back to the calling thread alone if no thread can be started.
  */
@@ -299,9 +339,11 @@ HB_ATOMIC_ADD(b, hb_bf16, float, hb_f_to_bf16(hb_bf16_to_f(old) + v))
 #undef HB_ATOMIC_ADD
 
 /* The algorithms, gathered into the per-op tables by hb_fwd_table.c, hb_bwd_data_table.c, hb_bwd_filter_table.c. */
-extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_winograd_nonfused;
-extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_winograd_nonfused;
-extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_algo3, hb_bwd_filter_winograd_nonfused;
+extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_fft,
+    hb_fwd_winograd_nonfused;
+extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_fft, hb_bwd_data_winograd_nonfused;
+extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_fft, hb_bwd_filter_algo3,
+    hb_bwd_filter_winograd_nonfused;
 
 /* Scratch rows on the stack of the direct loops: one output row is processed in chunks of this many. */
 #define HB_ROW 256

@@ -4,7 +4,7 @@
  *   time_ms = HB_LAUNCH_MS + macs / (model_rate * HB_MACS_PER_MS * eff(N)),   eff(N) = N / (N + HB_HALF_BATCH)
  *
  * - macs: the problem's multiply-accumulates, the same for the three ops of one layer.
- * - model_rate: the algorithm's relative throughput from its hb_algo entry; the kernels give the
+ * - model_rate: the algorithm's relative throughput from its hb_algo entry (or its rate_of); the kernels give the
  *   workspace-hungry algorithms the higher rates, so (as on a GPU) speed costs memory.
  * - eff(N): a GPU needs many samples in flight to fill its cores, so a small batch runs below peak rate:
  *   half of it at N = HB_HALF_BATCH, a third at N = 1. Together with the fixed per-call launch cost this
@@ -27,6 +27,6 @@ double hb_problem_macs(const hb_problem *p) {
 double hb_model_time_ms(const hb_algo *a, const hb_problem *p) {
     double n = (double)p->y.n;
     double eff = n / (n + HB_HALF_BATCH);
-    double rate = a->model_rate > 0 ? a->model_rate : 1.0;
+    double rate = a->rate_of ? a->rate_of(p) : a->model_rate > 0 ? a->model_rate : 1.0;
     return HB_LAUNCH_MS + hb_problem_macs(p) / (rate * HB_MACS_PER_MS * eff);
 }

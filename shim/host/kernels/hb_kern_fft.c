@@ -1,0 +1,397 @@
+/*
+ * FFT convolution (cuDNN's ALGO_FFT for the three ops), 2-D, stride 1, no dilation, padding below the filter's
+ * extent, padded input of at most HB_FFT_MAX per dimension (as cuDNN's: 256).
+ *
+ * Forward is a cross-correlation y[p, q] = sum over c, r, s of xpad[c, p + r, q + s] w[c, r, s]; on transform
+ * sizes lh x lw (powers of two covering the padded input) it is exact as circular, so per frequency bin
+ * Y[k] = sum over c of conj(W[k, c]) X[c]: one complex GEMM per bin over the batch, with the spectra of the whole
+ * batch, of the filters and of the products in the workspace (it grows with N, and the filters' part with K x C:
+ * cuDNN's FFT is the workspace-hungriest algorithm too). Real inputs keep lw / 2 + 1 columns of each spectrum.
+ * Backward data is the forward of dy with the filter transposed and rotated (padding R - 1 - pad), as for
+ * Winograd; backward filter correlates the padded x with dy: dW[c, k] = sum over n of X[n, c] conj(DY[n, k]),
+ * in the same three buffers (products where the filters' spectra are).
+ * 16-bit data is transformed in float and rounded once on store. Template file: instantiated per storage type.
+ */
+#ifndef HB_T
+#include "hb_kern.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#define HB_FFT_PI 3.14159265358979323846
+
+void scipy_cblas_cgemm(int layout, int transa, int transb, int m, int n, int k, const void *alpha, const void *a,
+                       int lda, const void *b, int ldb, const void *beta, void *c, int ldc);
+void scipy_cblas_zgemm(int layout, int transa, int transb, int m, int n, int k, const void *alpha, const void *a,
+                       int lda, const void *b, int ldb, const void *beta, void *c, int ldc);
+enum { HB_CBLAS_CONJ_TRANS = 113 };
+
+static int64_t pow2_at_least(int64_t v) {
+    int64_t l = 1;
+    while (l < v) l <<= 1;
+    return l;
+}
+
+int hb_fft_shape_ok(const hb_problem *p) {
+    const int64_t r = p->w.sp[1], s = p->w.sp[2];
+    return p->w.sp[0] == 1 && p->x.sp[0] == 1 && p->y.sp[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+           p->dilation[1] == 1 && p->dilation[2] == 1 && p->pad[1] >= 0 && p->pad[2] >= 0 && p->pad[1] < r &&
+           p->pad[2] < s && p->x.sp[1] + 2 * p->pad[1] <= HB_FFT_MAX && p->x.sp[2] + 2 * p->pad[2] <= HB_FFT_MAX &&
+           p->x.sp[1] + r - 1 <= HB_FFT_MAX && p->x.sp[2] + s - 1 <= HB_FFT_MAX;
+}
+
+hb_fft hb_fft_of(const hb_problem *p, int backward_data) {
+    const hb_tensor *in = backward_data ? &p->y : &p->x, *out = backward_data ? &p->x : &p->y;
+    const int64_t kg = p->w.k / p->groups, r = p->w.sp[1], s = p->w.sp[2];
+    hb_fft f = {
+        .n = p->x.n, .groups = p->groups, .cin = backward_data ? kg : p->w.c, .cout = backward_data ? p->w.c : kg,
+        .h = in->sp[1], .w = in->sp[2], .p = out->sp[1], .q = out->sp[2], .r = r, .s = s,
+        .pad_h = backward_data ? r - 1 - p->pad[1] : p->pad[1], .pad_w = backward_data ? s - 1 - p->pad[2] : p->pad[2],
+        .xs_n = in->stride_n, .xs_c = in->stride_c, .xs_h = in->stride_sp[1], .xs_w = in->stride_sp[2],
+        .ys_n = out->stride_n, .ys_c = out->stride_c, .ys_h = out->stride_sp[1], .ys_w = out->stride_sp[2],
+        .f_group = kg * p->w.stride_k, .f_out = backward_data ? p->w.stride_c : p->w.stride_k,
+        .f_in = backward_data ? p->w.stride_k : p->w.stride_c, .f_r = p->w.stride_sp[1], .f_s = p->w.stride_sp[2],
+        .flip = backward_data ? p->cross_correlation : !p->cross_correlation,
+    };
+    f.lh = pow2_at_least(f.h + 2 * f.pad_h);
+    f.lw = pow2_at_least(f.w + 2 * f.pad_w);
+    return f;
+}
+
+static int64_t fft_bins(const hb_fft *f) { return f->lh * (f->lw / 2 + 1); }
+
+/* Planes transformed together, one per vector lane of the butterflies' inner loops. */
+#define HB_FFT_LANES 16
+
+/* The workspace, for compute elements of es bytes: the spectra F (bins x cin x cout), X (bins x cin x N) and
+ * Y (bins x cout x N), then the scratch of one block of HB_FFT_LANES planes' transforms (the real grids
+ * lh x lw, the half planes, a line, each lane-interleaved, and the two twiddle tables). Offsets in *at: X, Y,
+ * scratch; returns the total (SIZE_MAX on overflow). */
+static size_t fft_layout(const hb_fft *f, size_t es, size_t at[3]) {
+    const size_t c = 2 * es;
+    const int64_t bins = fft_bins(f), line = f->lh > f->lw ? f->lh : f->lw;
+    at[0] = hb_align(hb_bytes(bins * f->cin * f->cout, c));
+    at[1] = hb_add_bytes(at[0], hb_align(hb_bytes(bins * f->cin * f->n, c)));
+    at[2] = hb_add_bytes(at[1], hb_align(hb_bytes(bins * f->cout * f->n, c)));
+    size_t scratch = hb_bytes((f->lh * f->lw + 2 * bins + 2 * line) * HB_FFT_LANES + f->lh + f->lw + 4, es);
+    return hb_add_bytes(at[2], scratch);
+}
+
+size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data) {
+    if (!hb_fft_shape_ok(p)) return SIZE_MAX;
+    hb_fft f = hb_fft_of(p, backward_data);
+    if (f.n > INT_MAX || f.cin > INT_MAX || f.cout > INT_MAX || f.cin * f.cout > INT_MAX || f.n * f.cin > INT_MAX ||
+        f.n * f.cout > INT_MAX)
+        return SIZE_MAX;
+    size_t at[3];
+    return fft_layout(&f, hb_elem_size(p), at);
+}
+
+/* The model's rate (hb_model.c): the direct multiply-accumulates per real one of the spectra's complex GEMMs
+ * (4 per complex), times HB_FFT_RATE for the transforms and the complex arithmetic, capped. Large filters gain,
+ * 1x1 ones lose. */
+double hb_fft_model_rate(const hb_problem *p) {
+    if (!hb_fft_shape_ok(p)) return 1.0;
+    hb_fft f = hb_fft_of(p, 0);
+    double ratio = (double)(f.p * f.q * f.r * f.s) / (4.0 * (double)fft_bins(&f));
+    double rate = HB_FFT_RATE * ratio;
+    return rate < 0.5 ? 0.5 : rate > 50.0 ? 50.0 : rate;
+}
+
+/* exp(-2 pi i k / l) for k < l / 2, interleaved. */
+static void twiddles_f(float *tw, int64_t l) {
+    for (int64_t k = 0; k < l / 2; k++) {
+        double a = -2.0 * HB_FFT_PI * (double)k / (double)l;
+        tw[2 * k] = (float)cos(a);
+        tw[2 * k + 1] = (float)sin(a);
+    }
+}
+static void twiddles_d(double *tw, int64_t l) {
+    for (int64_t k = 0; k < l / 2; k++) {
+        double a = -2.0 * HB_FFT_PI * (double)k / (double)l;
+        tw[2 * k] = cos(a);
+        tw[2 * k + 1] = sin(a);
+    }
+}
+
+/* One complex GEMM per bin, row-major: C = op(A) op(B), op a conjugate transpose where asked. */
+static void fft_gemm_f(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                       float *c, int ldc) {
+    const float one[2] = {1, 0}, zero[2] = {0, 0};
+    scipy_cblas_cgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, zero, c, ldc);
+}
+static void fft_gemm_d(int ta, int tb, int m, int n, int k, const double *a, int lda, const double *b, int ldb,
+                       double *c, int ldc) {
+    const double one[2] = {1, 0}, zero[2] = {0, 0};
+    scipy_cblas_zgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, zero, c, ldc);
+}
+
+#define HB_TMPL_FILE "hb_kern_fft.c"
+#include "hb_kern_tmpl.h"
+
+cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
+                                 void *out, double alpha, double beta, void *ws) {
+    hb_fft f = hb_fft_of(p, backward_data);
+    HB_DISPATCH(p->dtype, hb_fft_run, &f, data, filter, out, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
+                                      double beta, void *ws) {
+    hb_fft f = hb_fft_of(p, 0);
+    HB_DISPATCH(p->dtype, hb_fft_grad_run, &f, x, dy, dw, alpha, beta, ws);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+#else
+
+/* In-place radix-2 FFTs of l complex values (l a power of two) in `cnt` lanes: value v of lane t at re[v * L + t],
+ * im[v * L + t] (L = HB_FFT_LANES), so the butterflies' inner loops run over the lanes. tw from twiddles for l;
+ * the inverse is unscaled. */
+static void HB_F(fftv)(HB_T *re, HB_T *im, int64_t l, int64_t cnt, const HB_T *tw, int inverse) {
+    const int64_t L = HB_FFT_LANES;
+    for (int64_t i = 1, j = 0; i < l; i++) {
+        int64_t bit = l >> 1;
+        for (; j & bit; bit >>= 1) j ^= bit;
+        j ^= bit;
+        if (i < j)
+            for (int64_t t = 0; t < cnt; t++) {
+                HB_T r = re[i * L + t], m = im[i * L + t];
+                re[i * L + t] = re[j * L + t];
+                im[i * L + t] = im[j * L + t];
+                re[j * L + t] = r;
+                im[j * L + t] = m;
+            }
+    }
+    const HB_T sign = inverse ? -1 : 1;
+    for (int64_t len = 2; len <= l; len <<= 1) {
+        const int64_t half = len / 2, step = l / len;
+        for (int64_t i = 0; i < l; i += len)
+            for (int64_t k = 0; k < half; k++) {
+                const HB_T wr = tw[2 * k * step], wi = sign * tw[2 * k * step + 1];
+                HB_T *restrict ur = re + (i + k) * L, *restrict ui = im + (i + k) * L;
+                HB_T *restrict vr = re + (i + k + half) * L, *restrict vi = im + (i + k + half) * L;
+                for (int64_t t = 0; t < cnt; t++) {
+                    const HB_T tr = vr[t] * wr - vi[t] * wi, ti = vr[t] * wi + vi[t] * wr;
+                    vr[t] = ur[t] - tr;
+                    vi[t] = ui[t] - ti;
+                    ur[t] += tr;
+                    ui[t] += ti;
+                }
+            }
+    }
+}
+
+/* Scratch of one block's transforms, carved from the workspace: grid (lh x lw values), the half planes' real
+ * and imaginary parts (bins each), a line (max(lh, lw) complex values, split), every one lane-interleaved. */
+typedef struct {
+    HB_T *grid, *pr, *pi, *lr, *li, *tw_h, *tw_w;
+} HB_F(fft_scratch);
+
+static HB_F(fft_scratch) HB_F(fft_scratch_of)(const hb_fft *f, char *base) {
+    const int64_t bins = fft_bins(f), line = f->lh > f->lw ? f->lh : f->lw, L = HB_FFT_LANES;
+    HB_F(fft_scratch) s;
+    s.grid = (HB_T *)base;
+    s.pr = s.grid + f->lh * f->lw * L;
+    s.pi = s.pr + bins * L;
+    s.lr = s.pi + bins * L;
+    s.li = s.lr + line * L;
+    s.tw_h = s.li + line * L;
+    s.tw_w = s.tw_h + 2 * (f->lh / 2 + 1);
+    HB_FC(twiddles)(s.tw_h, f->lh);
+    HB_FC(twiddles)(s.tw_w, f->lw);
+    return s;
+}
+
+/* Lane t of the grid (lh x lw, zero elsewhere) = the rows x cols plane src[t] at row stride sh and column stride
+ * sw, placed at (oh, ow); rotated by 180 degrees where flip. */
+static void HB_F(fft_load)(const hb_fft *f, HB_F(fft_scratch) *s, const HB_S *const *src, int64_t cnt,
+                           int64_t rows, int64_t cols, int64_t sh, int64_t sw, int64_t oh, int64_t ow, int flip) {
+    const int64_t L = HB_FFT_LANES;
+    memset(s->grid, 0, (size_t)(f->lh * f->lw * L) * sizeof(HB_T));
+    for (int64_t t = 0; t < cnt; t++)
+        for (int64_t i = 0; i < rows; i++) {
+            const HB_S *row = src[t] + (flip ? rows - 1 - i : i) * sh;
+            HB_T *g = s->grid + ((i + oh) * f->lw + ow) * L + t;
+            if (flip)
+                for (int64_t j = 0; j < cols; j++) g[j * L] = HB_LD(row[(cols - 1 - j) * sw]);
+            else
+                for (int64_t j = 0; j < cols; j++) g[j * L] = HB_LD(row[j * sw]);
+        }
+}
+
+/* The half spectra of the grid's cnt lanes (rows [r0, r1) hold data) to dst: bin b of lane t at
+ * dst[2 * (b * bs + t)]. */
+static void HB_F(fft_forward)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt, int64_t r0, int64_t r1, HB_T *dst,
+                              int64_t bs) {
+    const int64_t hw = f->lw / 2 + 1, L = HB_FFT_LANES;
+    const size_t rowb = (size_t)(hw * L) * sizeof(HB_T);
+    for (int64_t i = 0; i < f->lh; i++) {
+        if (i < r0 || i >= r1) {
+            memset(s->pr + i * hw * L, 0, rowb);
+            memset(s->pi + i * hw * L, 0, rowb);
+            continue;
+        }
+        memcpy(s->lr, s->grid + i * f->lw * L, (size_t)(f->lw * L) * sizeof(HB_T));
+        memset(s->li, 0, (size_t)(f->lw * L) * sizeof(HB_T));
+        HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 0);
+        memcpy(s->pr + i * hw * L, s->lr, rowb);
+        memcpy(s->pi + i * hw * L, s->li, rowb);
+    }
+    for (int64_t j = 0; j < hw; j++) {
+        for (int64_t i = 0; i < f->lh; i++) {
+            memcpy(s->lr + i * L, s->pr + (i * hw + j) * L, (size_t)L * sizeof(HB_T));
+            memcpy(s->li + i * L, s->pi + (i * hw + j) * L, (size_t)L * sizeof(HB_T));
+        }
+        HB_F(fftv)(s->lr, s->li, f->lh, cnt, s->tw_h, 0);
+        for (int64_t i = 0; i < f->lh; i++) {
+            HB_T *d = dst + 2 * (i * hw + j) * bs;
+            for (int64_t t = 0; t < cnt; t++) {
+                d[2 * t] = s->lr[i * L + t];
+                d[2 * t + 1] = s->li[i * L + t];
+            }
+        }
+    }
+}
+
+/* The real planes whose half spectra are at src (lane t's bin b at src[2 * (b * bs + t)]), their first rows x cols
+ * values into the grid's lanes, scaled by 1 / (lh lw). */
+static void HB_F(fft_inverse)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt, const HB_T *src, int64_t bs,
+                              int64_t rows, int64_t cols) {
+    const int64_t hw = f->lw / 2 + 1, L = HB_FFT_LANES;
+    for (int64_t j = 0; j < hw; j++) {
+        for (int64_t i = 0; i < f->lh; i++) {
+            const HB_T *v = src + 2 * (i * hw + j) * bs;
+            for (int64_t t = 0; t < cnt; t++) {
+                s->lr[i * L + t] = v[2 * t];
+                s->li[i * L + t] = v[2 * t + 1];
+            }
+        }
+        HB_F(fftv)(s->lr, s->li, f->lh, cnt, s->tw_h, 1);
+        for (int64_t i = 0; i < rows; i++) {
+            memcpy(s->pr + (i * hw + j) * L, s->lr + i * L, (size_t)L * sizeof(HB_T));
+            memcpy(s->pi + (i * hw + j) * L, s->li + i * L, (size_t)L * sizeof(HB_T));
+        }
+    }
+    const HB_T scale = (HB_T)1 / (HB_T)(f->lh * f->lw);
+    for (int64_t i = 0; i < rows; i++) {
+        const HB_T *pr = s->pr + i * hw * L, *pi = s->pi + i * hw * L;
+        memcpy(s->lr, pr, (size_t)(hw * L) * sizeof(HB_T));
+        memcpy(s->li, pi, (size_t)(hw * L) * sizeof(HB_T));
+        for (int64_t j = 1; j < f->lw - hw + 1; j++) /* the conjugate-symmetric columns past lw / 2 */
+            for (int64_t t = 0; t < cnt; t++) {
+                s->lr[(f->lw - j) * L + t] = pr[j * L + t];
+                s->li[(f->lw - j) * L + t] = -pi[j * L + t];
+            }
+        HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 1);
+        HB_T *g = s->grid + i * f->lw * L;
+        for (int64_t q = 0; q < cols * L; q++) g[q] = s->lr[q] * scale;
+    }
+}
+
+/* The rows x cols plane dst[t] (strides sh, sw; rotated where flip) = alpha * lane t of the grid + beta * it,
+ * rounded once. */
+static void HB_F(fft_store)(const hb_fft *f, const HB_F(fft_scratch) *s, HB_S *const *dst, int64_t cnt,
+                            int64_t rows, int64_t cols, int64_t sh, int64_t sw, int flip, double alpha, double beta) {
+    const HB_T a = (HB_T)alpha, b = (HB_T)beta;
+    const int64_t L = HB_FFT_LANES;
+    for (int64_t t = 0; t < cnt; t++)
+        for (int64_t i = 0; i < rows; i++) {
+            const HB_T *g = s->grid + i * f->lw * L + t;
+            HB_S *row = dst[t] + (flip ? rows - 1 - i : i) * sh;
+            for (int64_t j = 0; j < cols; j++) {
+                HB_S *d = row + (flip ? cols - 1 - j : j) * sw;
+                *d = beta == 0.0 ? HB_ST(a * g[j * L]) : HB_ST(a * g[j * L] + b * HB_LD(*d));
+            }
+        }
+}
+
+/* Where planes p0 .. p0 + cnt - 1 start, of planes numbered u * inner + v, plane (u, v) at offset u * su + v * sv. */
+static void HB_F(fft_planes)(int64_t p0, int64_t cnt, int64_t inner, int64_t su, int64_t sv, int64_t *at) {
+    for (int64_t t = 0; t < cnt; t++) at[t] = ((p0 + t) / inner) * su + ((p0 + t) % inner) * sv;
+}
+
+/* The spectra of the planes numbered u * inner + v (plane (u, v) at base + u * su + v * sv, rows x cols placed
+ * at (oh, ow), rotated where flip) into buf: plane id p at buf[2 * p], bin stride `total` planes. */
+static void HB_F(fft_spectra)(const hb_fft *f, HB_F(fft_scratch) *s, const HB_S *base, int64_t total,
+                              int64_t inner, int64_t su, int64_t sv, int64_t rows, int64_t cols, int64_t sh,
+                              int64_t sw, int64_t oh, int64_t ow, int flip, HB_T *buf) {
+    for (int64_t p0 = 0; p0 < total; p0 += HB_FFT_LANES) {
+        const int64_t cnt = total - p0 < HB_FFT_LANES ? total - p0 : HB_FFT_LANES;
+        int64_t at[HB_FFT_LANES];
+        const HB_S *src[HB_FFT_LANES];
+        HB_F(fft_planes)(p0, cnt, inner, su, sv, at);
+        for (int64_t t = 0; t < cnt; t++) src[t] = base + at[t];
+        HB_F(fft_load)(f, s, src, cnt, rows, cols, sh, sw, oh, ow, flip);
+        HB_F(fft_forward)(f, s, cnt, oh, oh + rows, buf + 2 * p0, total);
+    }
+}
+
+/* The planes numbered u * inner + v from their spectra in buf (as fft_spectra writes them) to plane (u, v) at
+ * base + u * su + v * sv: rows x cols, rotated where flip, with alpha and beta. */
+static void HB_F(fft_outputs)(const hb_fft *f, HB_F(fft_scratch) *s, const HB_T *buf, int64_t total, int64_t inner,
+                              HB_S *base, int64_t su, int64_t sv, int64_t rows, int64_t cols, int64_t sh,
+                              int64_t sw, int flip, double alpha, double beta) {
+    for (int64_t p0 = 0; p0 < total; p0 += HB_FFT_LANES) {
+        const int64_t cnt = total - p0 < HB_FFT_LANES ? total - p0 : HB_FFT_LANES;
+        int64_t at[HB_FFT_LANES];
+        HB_S *dst[HB_FFT_LANES];
+        HB_F(fft_planes)(p0, cnt, inner, su, sv, at);
+        for (int64_t t = 0; t < cnt; t++) dst[t] = base + at[t];
+        HB_F(fft_inverse)(f, s, cnt, buf + 2 * p0, total, rows, cols);
+        HB_F(fft_store)(f, s, dst, cnt, rows, cols, sh, sw, flip, alpha, beta);
+    }
+}
+
+static void HB_F(fft_buffers)(const hb_fft *f, void *ws, HB_T **fs, HB_T **xs, HB_T **ys, HB_F(fft_scratch) *s) {
+    size_t at[3];
+    fft_layout(f, sizeof(HB_T), at);
+    *fs = ws;
+    *xs = (HB_T *)((char *)ws + at[0]);
+    *ys = (HB_T *)((char *)ws + at[1]);
+    *s = HB_F(fft_scratch_of)(f, (char *)ws + at[2]);
+}
+
+void HB_F(hb_fft_run)(const hb_fft *f, const HB_S *x, const HB_S *w, HB_S *y, double alpha, double beta, void *ws) {
+    HB_T *F, *X, *Y;
+    HB_F(fft_scratch) s;
+    HB_F(fft_buffers)(f, ws, &F, &X, &Y, &s);
+    const int64_t cin = f->cin, cout = f->cout, n = f->n, bins = fft_bins(f);
+    for (int64_t g = 0; g < f->groups; g++) {
+        /* Filter (i, o) is plane i * cout + o; sample n's channel c is plane c * N + n. */
+        HB_F(fft_spectra)(f, &s, w + g * f->f_group, cin * cout, cout, f->f_in, f->f_out, f->r, f->s, f->f_r,
+                          f->f_s, 0, 0, f->flip, F);
+        HB_F(fft_spectra)(f, &s, x + g * cin * f->xs_c, cin * n, n, f->xs_c, f->xs_n, f->h, f->w, f->xs_h, f->xs_w,
+                          f->pad_h, f->pad_w, 0, X);
+        /* Per bin: Y_b (cout x N) = F_b^H X_b, F_b being cin x cout: the correlation's conjugate. */
+        for (int64_t b = 0; b < bins; b++)
+            HB_FC(fft_gemm)(HB_CBLAS_CONJ_TRANS, HB_CBLAS_NO_TRANS, (int)cout, (int)n, (int)cin,
+                            F + 2 * b * cin * cout, (int)cout, X + 2 * b * cin * n, (int)n, Y + 2 * b * cout * n,
+                            (int)n);
+        HB_F(fft_outputs)(f, &s, Y, cout * n, n, y + g * cout * f->ys_c, f->ys_c, f->ys_n, f->p, f->q, f->ys_h,
+                          f->ys_w, 0, alpha, beta);
+    }
+}
+
+void HB_F(hb_fft_grad_run)(const hb_fft *f, const HB_S *x, const HB_S *dy, HB_S *dw, double alpha, double beta,
+                           void *ws) {
+    HB_T *F, *X, *Y;
+    HB_F(fft_scratch) s;
+    HB_F(fft_buffers)(f, ws, &F, &X, &Y, &s);
+    const int64_t cin = f->cin, cout = f->cout, n = f->n, bins = fft_bins(f);
+    for (int64_t g = 0; g < f->groups; g++) {
+        HB_F(fft_spectra)(f, &s, x + g * cin * f->xs_c, cin * n, n, f->xs_c, f->xs_n, f->h, f->w, f->xs_h, f->xs_w,
+                          f->pad_h, f->pad_w, 0, X);
+        HB_F(fft_spectra)(f, &s, dy + g * cout * f->ys_c, cout * n, n, f->ys_c, f->ys_n, f->p, f->q, f->ys_h,
+                          f->ys_w, 0, 0, 0, Y);
+        /* Per bin: F_b (cin x cout) = X_b DY_b^H, a sum over the batch. */
+        for (int64_t b = 0; b < bins; b++)
+            HB_FC(fft_gemm)(HB_CBLAS_NO_TRANS, HB_CBLAS_CONJ_TRANS, (int)cin, (int)cout, (int)n, X + 2 * b * cin * n,
+                            (int)n, Y + 2 * b * cout * n, (int)n, F + 2 * b * cin * cout, (int)cout);
+        HB_F(fft_outputs)(f, &s, F, cin * cout, cout, dw + g * f->f_group, f->f_in, f->f_out, f->r, f->s, f->f_r,
+                          f->f_s, f->flip, alpha, beta);
+    }
+}
+
+#endif
