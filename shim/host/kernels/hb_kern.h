@@ -230,17 +230,19 @@ void hb_tensor_store_b(const float *f, const hb_tensor *t, int64_t c0, int64_t n
  * element-wise products are batched GEMMs. Used by forward and, with the filter transposed, flipped and the
  * padding mirrored, by backward-data. The filter of output channel o (within group g) and input channel i is
  * at fbase + g * f_group + o * f_out + i * f_in, taps (r, s) at r * f_r + s * f_s; `flip` rotates it by 180.
+ * The same geometry serves the FFT algorithms (hb_fft), whose filters may have any extent r x s.
  */
 typedef struct {
     int64_t n, groups, cin, cout; /* cin/cout per group */
-    int64_t h, w, p, q;           /* input and output spatial extents */
+    int64_t h, w, p, q, r, s;     /* input, output and filter spatial extents */
     int64_t pad_h, pad_w;
     int64_t xs_n, xs_c, xs_h, xs_w, ys_n, ys_c, ys_h, ys_w;
     int64_t f_group, f_out, f_in, f_r, f_s;
     int flip;
 } hb_wino;
 
-/* The Winograd problem of a forward (backward_data 0) or backward-data (1) convolution. */
+/* The transform problem of a forward (backward_data 0) or backward-data (1) convolution: backward data is the
+ * forward of dy with the filter transposed (K <-> C within each group), rotated, and padded r - 1 - pad. */
 hb_wino hb_wino_of(const hb_problem *p, int backward_data);
 size_t hb_wino_workspace(const hb_wino *wp, size_t elem_size);
 /* Its workspace for problem p, SIZE_MAX when the shape is not one Winograd handles. */
@@ -273,18 +275,14 @@ int hb_wino_shape_ok(const hb_problem *p);
 
 /*
  * FFT convolution (hb_kern_fft.c): spectra of the whole batch, of the filters and of the products in the
- * workspace, one complex GEMM per frequency bin. The geometry is Winograd's with any filter extent (r x s) and
- * the transform sizes lh x lw; backward data is the forward of dy with the filter transposed and rotated.
+ * workspace, one complex GEMM per frequency bin. The geometry is Winograd's (hb_wino_of), with the transform sizes
+ * lh x lw.
  */
 #define HB_FFT_MAX 256 /* the padded input's largest extent, as cuDNN's FFT */
 #define HB_FFT_RATE 5.0 /* the model rate per direct MAC saved per complex GEMM MAC (hb_fft_model_rate) */
 typedef struct {
-    int64_t n, groups, cin, cout; /* cin/cout per group */
-    int64_t h, w, p, q, r, s;     /* input, output and filter spatial extents */
-    int64_t pad_h, pad_w, lh, lw; /* padding; transform sizes (powers of two) */
-    int64_t xs_n, xs_c, xs_h, xs_w, ys_n, ys_c, ys_h, ys_w;
-    int64_t f_group, f_out, f_in, f_r, f_s;
-    int flip;
+    hb_wino g;
+    int64_t lh, lw; /* transform sizes (powers of two covering the padded input) */
 } hb_fft;
 /* Whether the problem is one the FFT algorithms handle: 2-D, stride 1, no dilation, pad < filter, small enough. */
 int hb_fft_shape_ok(const hb_problem *p);

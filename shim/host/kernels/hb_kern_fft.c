@@ -42,20 +42,9 @@ int hb_fft_shape_ok(const hb_problem *p) {
 }
 
 hb_fft hb_fft_of(const hb_problem *p, int backward_data) {
-    const hb_tensor *in = backward_data ? &p->y : &p->x, *out = backward_data ? &p->x : &p->y;
-    const int64_t kg = p->w.k / p->groups, r = p->w.sp[1], s = p->w.sp[2];
-    hb_fft f = {
-        .n = p->x.n, .groups = p->groups, .cin = backward_data ? kg : p->w.c, .cout = backward_data ? p->w.c : kg,
-        .h = in->sp[1], .w = in->sp[2], .p = out->sp[1], .q = out->sp[2], .r = r, .s = s,
-        .pad_h = backward_data ? r - 1 - p->pad[1] : p->pad[1], .pad_w = backward_data ? s - 1 - p->pad[2] : p->pad[2],
-        .xs_n = in->stride_n, .xs_c = in->stride_c, .xs_h = in->stride_sp[1], .xs_w = in->stride_sp[2],
-        .ys_n = out->stride_n, .ys_c = out->stride_c, .ys_h = out->stride_sp[1], .ys_w = out->stride_sp[2],
-        .f_group = kg * p->w.stride_k, .f_out = backward_data ? p->w.stride_c : p->w.stride_k,
-        .f_in = backward_data ? p->w.stride_k : p->w.stride_c, .f_r = p->w.stride_sp[1], .f_s = p->w.stride_sp[2],
-        .flip = backward_data ? p->cross_correlation : !p->cross_correlation,
-    };
-    f.lh = pow2_at_least(f.h + 2 * f.pad_h);
-    f.lw = pow2_at_least(f.w + 2 * f.pad_w);
+    hb_fft f = {.g = hb_wino_of(p, backward_data)};
+    f.lh = pow2_at_least(f.g.h + 2 * f.g.pad_h);
+    f.lw = pow2_at_least(f.g.w + 2 * f.g.pad_w);
     return f;
 }
 
@@ -71,9 +60,9 @@ static int64_t fft_bins(const hb_fft *f) { return f->lh * (f->lw / 2 + 1); }
 static size_t fft_layout(const hb_fft *f, size_t es, size_t at[3]) {
     const size_t c = 2 * es;
     const int64_t bins = fft_bins(f), line = f->lh > f->lw ? f->lh : f->lw;
-    at[0] = hb_align(hb_bytes(bins * f->cin * f->cout, c));
-    at[1] = hb_add_bytes(at[0], hb_align(hb_bytes(bins * f->cin * f->n, c)));
-    at[2] = hb_add_bytes(at[1], hb_align(hb_bytes(bins * f->cout * f->n, c)));
+    at[0] = hb_align(hb_bytes(bins * f->g.cin * f->g.cout, c));
+    at[1] = hb_add_bytes(at[0], hb_align(hb_bytes(bins * f->g.cin * f->g.n, c)));
+    at[2] = hb_add_bytes(at[1], hb_align(hb_bytes(bins * f->g.cout * f->g.n, c)));
     size_t scratch = hb_bytes((f->lh * f->lw + 2 * bins + 2 * line) * HB_FFT_LANES + f->lh + f->lw + 4, es);
     return hb_add_bytes(at[2], scratch);
 }
@@ -81,8 +70,9 @@ static size_t fft_layout(const hb_fft *f, size_t es, size_t at[3]) {
 size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data) {
     if (!hb_fft_shape_ok(p)) return SIZE_MAX;
     hb_fft f = hb_fft_of(p, backward_data);
-    if (f.n > INT_MAX || f.cin > INT_MAX || f.cout > INT_MAX || f.cin * f.cout > INT_MAX || f.n * f.cin > INT_MAX ||
-        f.n * f.cout > INT_MAX)
+    const hb_wino *t = &f.g;
+    if (t->n > INT_MAX || t->cin > INT_MAX || t->cout > INT_MAX || t->cin * t->cout > INT_MAX ||
+        t->n * t->cin > INT_MAX || t->n * t->cout > INT_MAX)
         return SIZE_MAX;
     size_t at[3];
     return fft_layout(&f, hb_elem_size(p), at);
@@ -94,7 +84,7 @@ size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data) {
 double hb_fft_model_rate(const hb_problem *p) {
     if (!hb_fft_shape_ok(p)) return 1.0;
     hb_fft f = hb_fft_of(p, 0);
-    double ratio = (double)(f.p * f.q * f.r * f.s) / (4.0 * (double)fft_bins(&f));
+    double ratio = (double)(f.g.p * f.g.q * f.g.r * f.g.s) / (4.0 * (double)fft_bins(&f));
     double rate = HB_FFT_RATE * ratio;
     return rate < 0.5 ? 0.5 : rate > 50.0 ? 50.0 : rate;
 }
@@ -357,20 +347,21 @@ void HB_F(hb_fft_run)(const hb_fft *f, const HB_S *x, const HB_S *w, HB_S *y, do
     HB_T *F, *X, *Y;
     HB_F(fft_scratch) s;
     HB_F(fft_buffers)(f, ws, &F, &X, &Y, &s);
-    const int64_t cin = f->cin, cout = f->cout, n = f->n, bins = fft_bins(f);
-    for (int64_t g = 0; g < f->groups; g++) {
+    const hb_wino *t = &f->g;
+    const int64_t cin = t->cin, cout = t->cout, n = t->n, bins = fft_bins(f);
+    for (int64_t g = 0; g < t->groups; g++) {
         /* Filter (i, o) is plane i * cout + o; sample n's channel c is plane c * N + n. */
-        HB_F(fft_spectra)(f, &s, w + g * f->f_group, cin * cout, cout, f->f_in, f->f_out, f->r, f->s, f->f_r,
-                          f->f_s, 0, 0, f->flip, F);
-        HB_F(fft_spectra)(f, &s, x + g * cin * f->xs_c, cin * n, n, f->xs_c, f->xs_n, f->h, f->w, f->xs_h, f->xs_w,
-                          f->pad_h, f->pad_w, 0, X);
+        HB_F(fft_spectra)(f, &s, w + g * t->f_group, cin * cout, cout, t->f_in, t->f_out, t->r, t->s, t->f_r,
+                          t->f_s, 0, 0, t->flip, F);
+        HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c, cin * n, n, t->xs_c, t->xs_n, t->h, t->w, t->xs_h, t->xs_w,
+                          t->pad_h, t->pad_w, 0, X);
         /* Per bin: Y_b (cout x N) = F_b^H X_b, F_b being cin x cout: the correlation's conjugate. */
         for (int64_t b = 0; b < bins; b++)
             HB_FC(fft_gemm)(HB_CBLAS_CONJ_TRANS, HB_CBLAS_NO_TRANS, (int)cout, (int)n, (int)cin,
                             F + 2 * b * cin * cout, (int)cout, X + 2 * b * cin * n, (int)n, Y + 2 * b * cout * n,
                             (int)n);
-        HB_F(fft_outputs)(f, &s, Y, cout * n, n, y + g * cout * f->ys_c, f->ys_c, f->ys_n, f->p, f->q, f->ys_h,
-                          f->ys_w, 0, alpha, beta);
+        HB_F(fft_outputs)(f, &s, Y, cout * n, n, y + g * cout * t->ys_c, t->ys_c, t->ys_n, t->p, t->q, t->ys_h,
+                          t->ys_w, 0, alpha, beta);
     }
 }
 
@@ -379,18 +370,19 @@ void HB_F(hb_fft_grad_run)(const hb_fft *f, const HB_S *x, const HB_S *dy, HB_S 
     HB_T *F, *X, *Y;
     HB_F(fft_scratch) s;
     HB_F(fft_buffers)(f, ws, &F, &X, &Y, &s);
-    const int64_t cin = f->cin, cout = f->cout, n = f->n, bins = fft_bins(f);
-    for (int64_t g = 0; g < f->groups; g++) {
-        HB_F(fft_spectra)(f, &s, x + g * cin * f->xs_c, cin * n, n, f->xs_c, f->xs_n, f->h, f->w, f->xs_h, f->xs_w,
-                          f->pad_h, f->pad_w, 0, X);
-        HB_F(fft_spectra)(f, &s, dy + g * cout * f->ys_c, cout * n, n, f->ys_c, f->ys_n, f->p, f->q, f->ys_h,
-                          f->ys_w, 0, 0, 0, Y);
+    const hb_wino *t = &f->g;
+    const int64_t cin = t->cin, cout = t->cout, n = t->n, bins = fft_bins(f);
+    for (int64_t g = 0; g < t->groups; g++) {
+        HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c, cin * n, n, t->xs_c, t->xs_n, t->h, t->w, t->xs_h, t->xs_w,
+                          t->pad_h, t->pad_w, 0, X);
+        HB_F(fft_spectra)(f, &s, dy + g * cout * t->ys_c, cout * n, n, t->ys_c, t->ys_n, t->p, t->q, t->ys_h,
+                          t->ys_w, 0, 0, 0, Y);
         /* Per bin: F_b (cin x cout) = X_b DY_b^H, a sum over the batch. */
         for (int64_t b = 0; b < bins; b++)
             HB_FC(fft_gemm)(HB_CBLAS_NO_TRANS, HB_CBLAS_CONJ_TRANS, (int)cin, (int)cout, (int)n, X + 2 * b * cin * n,
                             (int)n, Y + 2 * b * cout * n, (int)n, F + 2 * b * cin * cout, (int)cout);
-        HB_F(fft_outputs)(f, &s, F, cin * cout, cout, dw + g * f->f_group, f->f_in, f->f_out, f->r, f->s, f->f_r,
-                          f->f_s, f->flip, alpha, beta);
+        HB_F(fft_outputs)(f, &s, F, cin * cout, cout, dw + g * t->f_group, t->f_in, t->f_out, t->r, t->s, t->f_r,
+                          t->f_s, t->flip, alpha, beta);
     }
 }
 

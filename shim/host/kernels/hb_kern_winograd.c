@@ -24,14 +24,14 @@ int hb_wino_shape_ok(const hb_problem *p) {
 }
 
 /* Backward data is the forward convolution of dy with the filter transposed (K <-> C within each group), rotated by
- * 180 degrees and with padding 2 - pad. */
+ * 180 degrees and with padding r - 1 - pad (2 - pad for Winograd's 3x3). */
 hb_wino hb_wino_of(const hb_problem *p, int backward_data) {
     const hb_tensor *in = backward_data ? &p->y : &p->x, *out = backward_data ? &p->x : &p->y;
-    const int64_t kg = p->w.k / p->groups;
+    const int64_t kg = p->w.k / p->groups, r = p->w.sp[1], s = p->w.sp[2];
     hb_wino wp = {
         .n = p->x.n, .groups = p->groups, .cin = backward_data ? kg : p->w.c, .cout = backward_data ? p->w.c : kg,
-        .h = in->sp[1], .w = in->sp[2], .p = out->sp[1], .q = out->sp[2],
-        .pad_h = backward_data ? 2 - p->pad[1] : p->pad[1], .pad_w = backward_data ? 2 - p->pad[2] : p->pad[2],
+        .h = in->sp[1], .w = in->sp[2], .p = out->sp[1], .q = out->sp[2], .r = r, .s = s,
+        .pad_h = backward_data ? r - 1 - p->pad[1] : p->pad[1], .pad_w = backward_data ? s - 1 - p->pad[2] : p->pad[2],
         .xs_n = in->stride_n, .xs_c = in->stride_c, .xs_h = in->stride_sp[1], .xs_w = in->stride_sp[2],
         .ys_n = out->stride_n, .ys_c = out->stride_c, .ys_h = out->stride_sp[1], .ys_w = out->stride_sp[2],
         .f_group = kg * p->w.stride_k, .f_out = backward_data ? p->w.stride_c : p->w.stride_k,
