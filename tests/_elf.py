@@ -8,10 +8,20 @@ import subprocess
 from pathlib import Path
 
 
+def readelf(path: Path, *options: str) -> str:
+    """What ``readelf`` prints for ``path`` with these options (``-d``: the dynamic section)."""
+    return subprocess.run(["readelf", *options, str(path)], check=True, capture_output=True, text=True).stdout
+
+
 def needed(path: Path) -> list[str]:
     """The DT_NEEDED entries of ``path``."""
-    out = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True, text=True).stdout
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", readelf(path, "-d"))
+
+
+def exports(path: Path) -> list[str]:
+    """The defined dynamic symbols of ``path`` as ``nm`` names them, a version kept (``name@VER``)."""
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], check=True, capture_output=True, text=True)
+    return [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
 
 
 def imports(path: Path) -> list[str]:

@@ -90,6 +90,8 @@ def run_net_alone_and_under_ucudnn(tmp_path: Path, env: dict[str, str], benchmar
     assert got["dx"] == pytest.approx(ref_out["dx"], rel=1e-2)
     assert got["dw"] == pytest.approx(ref_out["dw"], rel=1e-2)
     stats: dict[str, Any] = json.loads(stats_file.read_text())
+    # On any GPU: a fresh cache, so every plan came from this run's planner and passed the shim's validation.
+    assert stats["planner_errors"] == 0 and stats["rejected_plans"] == 0, stats
     return stats
 
 

@@ -126,6 +126,9 @@ SHAPES = {
     "3d": problem((2, 2, 4, 5, 6), (3, 2, 2, 3, 3), pad=(1, 1, 0), stride=(1, 2, 1)),
     "3d-groups-convmode": problem((1, 4, 5, 4, 5), (4, 2, 3, 2, 3), groups=2, pad=1, dilation=(1, 2, 1), cross=False),
     "many-channels": problem((2, 64, 6, 6), (16, 64, 3, 3), pad=1),
+    # FFT's narrowest transforms, one and two columns wide, on odd row counts (two real rows share a transform)
+    "one-column": problem((2, 3, 5, 1), (2, 3, 2, 1)),
+    "two-columns": problem((1, 2, 3, 2), (3, 2, 3, 2), pad=(1, 0)),
 }
 
 

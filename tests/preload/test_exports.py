@@ -5,20 +5,11 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from tests._elf import exports, needed, readelf
 
 from .conftest import preload_build as _preload_build
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"{name} not on PATH: install binutils (e.g. apt-get install binutils)")
-    return path
 
 
 def test_hook_list_is_the_declared_one() -> None:
@@ -44,35 +35,26 @@ def test_hook_list_is_the_declared_one() -> None:
 
 
 def test_nm_matches_declared_exports(preload_lib: Path) -> None:
-    nm = _tool("nm")
-    out = subprocess.run(
-        [nm, "-D", "--defined-only", str(preload_lib)], check=True, capture_output=True, text=True
-    ).stdout
-    symbols = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    symbols = exports(preload_lib)
     # Unversioned: a private version (name@VER) would stop the hooks from interposing on cudnn...@libcudnn.so.9.
     assert not [s for s in symbols if "@" in s]
     assert sorted(symbols) == sorted(_preload_build().exported_names())
 
 
 def test_no_version_definitions_and_only_libc(preload_lib: Path) -> None:
-    readelf = _tool("readelf")
-    dyn = subprocess.run([readelf, "-d", "-V", str(preload_lib)], check=True, capture_output=True, text=True).stdout
-    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn))
+    libraries = set(needed(preload_lib))
     # A build with UCUDNN_BUILD_SANITIZE=undefined (for the tests only) needs the sanitizer's runtime too.
     sanitizer = {"libubsan.so.1"} if os.environ.get("UCUDNN_BUILD_SANITIZE") == "undefined" else set()
-    assert needed <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"} | sanitizer, needed
-    assert ".gnu.version_d" not in dyn
+    assert libraries <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"} | sanitizer, libraries
+    assert ".gnu.version_d" not in readelf(preload_lib, "-V")
 
 
 def test_dlsym_is_exported_unversioned_where_it_has_an_entry(preload_lib: Path) -> None:
     """x86-64: dlsym is exported without a version (so it interposes dlsym@GLIBC_2.2.5 and @GLIBC_2.34 alike), and
     the library never calls it itself -- no relocation names it: its own lookups use the real dlsym. Elsewhere it is
     not exported at all (no assembly entry: a C wrapper would become the caller of other libraries' RTLD_NEXT)."""
-    nm, readelf = _tool("nm"), _tool("readelf")
-    out = subprocess.run([nm, "-D", "--defined-only", str(preload_lib)], check=True, capture_output=True,
-                         text=True).stdout  # fmt: skip
-    exported = [line.split()[-1] for line in out.splitlines() if line.strip()]
-    relocs = subprocess.run([readelf, "-r", "-W", str(preload_lib)], check=True, capture_output=True, text=True).stdout
+    exported = exports(preload_lib)
+    relocs = readelf(preload_lib, "-r", "-W")
     assert not re.search(r"\sdlsym(@\S*)?\s", relocs), "the library calls its own exported dlsym"
     if platform.machine() in ("x86_64", "AMD64"):
         assert "dlsym" in exported and _preload_build().interposes_libc()

@@ -6,7 +6,8 @@
  * sizes lh x lw (powers of two covering the padded input) it is exact as circular, so per frequency bin
  * Y[k] = sum over c of conj(W[k, c]) X[c]: one complex GEMM per bin over the batch, with the spectra of the whole
  * batch, of the filters and of the products in the workspace (it grows with N, and the filters' part with K x C:
- * cuDNN's FFT is the workspace-hungriest algorithm too). Real inputs keep lw / 2 + 1 columns of each spectrum.
+ * cuDNN's FFT is the workspace-hungriest algorithm too). Real inputs keep lw / 2 + 1 columns of each spectrum,
+ * and two real rows share one complex row transform, each way.
  * Backward data is the forward of dy with the filter transposed and rotated (padding R - 1 - pad), as for
  * Winograd; backward filter correlates the padded x with dy: dW[c, k] = sum over n of X[n, c] conj(DY[n, k]),
  * in the same three buffers (products where the filters' spectra are).
@@ -211,24 +212,49 @@ static void HB_F(fft_load)(const hb_fft *f, HB_F(fft_scratch) *s, const HB_S *co
         }
 }
 
+/* The half spectra of rows i and i + 1 of the grid's lanes (row i + 1 taken as zero where !two) into the half planes:
+ * the two real rows are one complex row a + ib, transformed once and separated by the spectra's symmetry,
+ * A[k] = (Z[k] + conj Z[-k]) / 2 and B[k] = (Z[k] - conj Z[-k]) / 2i. */
+static void HB_F(fft_row_pair)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt, int64_t i, int two) {
+    const int64_t hw = f->lw / 2 + 1, L = HB_FFT_LANES;
+    const size_t row = (size_t)(f->lw * L) * sizeof(HB_T);
+    memcpy(s->lr, s->grid + i * f->lw * L, row);
+    if (two)
+        memcpy(s->li, s->grid + (i + 1) * f->lw * L, row);
+    else
+        memset(s->li, 0, row);
+    HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 0);
+    HB_T *restrict ar = s->pr + i * hw * L, *restrict ai = s->pi + i * hw * L;
+    HB_T *restrict br = ar + hw * L, *restrict bi = ai + hw * L;
+    const HB_T h = (HB_T)0.5;
+    for (int64_t k = 0; k < hw; k++) {
+        const HB_T *z = s->lr + k * L, *zi = s->li + k * L;
+        const int64_t c = (f->lw - k) & (f->lw - 1);
+        const HB_T *m = s->lr + c * L, *mi = s->li + c * L;
+        for (int64_t t = 0; t < cnt; t++) {
+            ar[k * L + t] = h * (z[t] + m[t]);
+            ai[k * L + t] = h * (zi[t] - mi[t]);
+        }
+        if (two)
+            for (int64_t t = 0; t < cnt; t++) {
+                br[k * L + t] = h * (zi[t] + mi[t]);
+                bi[k * L + t] = h * (m[t] - z[t]);
+            }
+    }
+}
+
 /* The half spectra of the grid's cnt lanes (rows [r0, r1) hold data) to dst: bin b of lane t at
  * dst[2 * (b * bs + t)]. */
 static void HB_F(fft_forward)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt, int64_t r0, int64_t r1, HB_T *dst,
                               int64_t bs) {
     const int64_t hw = f->lw / 2 + 1, L = HB_FFT_LANES;
     const size_t rowb = (size_t)(hw * L) * sizeof(HB_T);
-    for (int64_t i = 0; i < f->lh; i++) {
+    for (int64_t i = 0; i < f->lh; i++)
         if (i < r0 || i >= r1) {
             memset(s->pr + i * hw * L, 0, rowb);
             memset(s->pi + i * hw * L, 0, rowb);
-            continue;
         }
-        memcpy(s->lr, s->grid + i * f->lw * L, (size_t)(f->lw * L) * sizeof(HB_T));
-        memset(s->li, 0, (size_t)(f->lw * L) * sizeof(HB_T));
-        HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 0);
-        memcpy(s->pr + i * hw * L, s->lr, rowb);
-        memcpy(s->pi + i * hw * L, s->li, rowb);
-    }
+    for (int64_t i = r0; i < r1; i += 2) HB_F(fft_row_pair)(f, s, cnt, i, i + 1 < r1);
     for (int64_t j = 0; j < hw; j++) {
         for (int64_t i = 0; i < f->lh; i++) {
             memcpy(s->lr + i * L, s->pr + (i * hw + j) * L, (size_t)L * sizeof(HB_T));
@@ -242,6 +268,42 @@ static void HB_F(fft_forward)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt
                 d[2 * t + 1] = s->li[i * L + t];
             }
         }
+    }
+}
+
+/* Rows i and i + 1 of the grid's lanes (first cols values, scaled; row i + 1 only where two) from their half
+ * spectra in the half planes: one complex inverse of Z = A + iB over the whole row, the half spectra extended by
+ * their symmetry (A[-k] = conj A[k]), the real row a its real part and b its imaginary part. The imaginary parts
+ * at bins 0 and lw / 2, which a real row's spectrum lacks, are taken as zero. */
+static void HB_F(fft_row_pair_inverse)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt, int64_t i, int two,
+                                       int64_t cols, HB_T scale) {
+    const int64_t hw = f->lw / 2 + 1, L = HB_FFT_LANES;
+    const HB_T *ar = s->pr + i * hw * L, *ai = s->pi + i * hw * L;
+    const HB_T *br = two ? ar + hw * L : NULL, *bi = two ? ai + hw * L : NULL;
+    for (int64_t k = 0; k < hw; k++) {
+        const int real = k == 0 || 2 * k == f->lw;
+        HB_T *zr = s->lr + k * L, *zi = s->li + k * L;
+        for (int64_t t = 0; t < cnt; t++) {
+            const HB_T a_i = real ? 0 : ai[k * L + t];
+            const HB_T b_r = two ? br[k * L + t] : 0, b_i = two && !real ? bi[k * L + t] : 0;
+            zr[t] = ar[k * L + t] - b_i;
+            zi[t] = a_i + b_r;
+        }
+    }
+    for (int64_t j = 1; j < f->lw - hw + 1; j++) { /* bins past lw / 2: Z[-j] = conj A[j] + i conj B[j] */
+        HB_T *zr = s->lr + (f->lw - j) * L, *zi = s->li + (f->lw - j) * L;
+        for (int64_t t = 0; t < cnt; t++) {
+            const HB_T b_r = two ? br[j * L + t] : 0, b_i = two ? bi[j * L + t] : 0;
+            zr[t] = ar[j * L + t] + b_i;
+            zi[t] = b_r - ai[j * L + t];
+        }
+    }
+    HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 1);
+    HB_T *g = s->grid + i * f->lw * L;
+    for (int64_t q = 0; q < cols * L; q++) g[q] = s->lr[q] * scale;
+    if (two) {
+        g += f->lw * L;
+        for (int64_t q = 0; q < cols * L; q++) g[q] = s->li[q] * scale;
     }
 }
 
@@ -265,19 +327,7 @@ static void HB_F(fft_inverse)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cnt
         }
     }
     const HB_T scale = (HB_T)1 / (HB_T)(f->lh * f->lw);
-    for (int64_t i = 0; i < rows; i++) {
-        const HB_T *pr = s->pr + i * hw * L, *pi = s->pi + i * hw * L;
-        memcpy(s->lr, pr, (size_t)(hw * L) * sizeof(HB_T));
-        memcpy(s->li, pi, (size_t)(hw * L) * sizeof(HB_T));
-        for (int64_t j = 1; j < f->lw - hw + 1; j++) /* the conjugate-symmetric columns past lw / 2 */
-            for (int64_t t = 0; t < cnt; t++) {
-                s->lr[(f->lw - j) * L + t] = pr[j * L + t];
-                s->li[(f->lw - j) * L + t] = -pi[j * L + t];
-            }
-        HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 1);
-        HB_T *g = s->grid + i * f->lw * L;
-        for (int64_t q = 0; q < cols * L; q++) g[q] = s->lr[q] * scale;
-    }
+    for (int64_t i = 0; i < rows; i += 2) HB_F(fft_row_pair_inverse)(f, s, cnt, i, i + 1 < rows, cols, scale);
 }
 
 /* The rows x cols plane dst[t] (strides sh, sw; rotated where flip) = alpha * lane t of the grid + beta * it,
