@@ -225,7 +225,7 @@ static void HB_F(fft_row_pair)(const hb_fft *f, HB_F(fft_scratch) *s, int64_t cn
         memset(s->li, 0, row);
     HB_F(fftv)(s->lr, s->li, f->lw, cnt, s->tw_w, 0);
     HB_T *restrict ar = s->pr + i * hw * L, *restrict ai = s->pi + i * hw * L;
-    HB_T *restrict br = ar + hw * L, *restrict bi = ai + hw * L;
+    HB_T *restrict br = s->pr + (i + 1) * hw * L, *restrict bi = s->pi + (i + 1) * hw * L;
     const HB_T h = (HB_T)0.5;
     for (int64_t k = 0; k < hw; k++) {
         const HB_T *z = s->lr + k * L, *zi = s->li + k * L;
