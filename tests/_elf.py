@@ -18,13 +18,18 @@ def needed(path: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", readelf(path, "-d"))
 
 
+def _dynamic_symbols(path: Path, which: str) -> list[str]:
+    """The dynamic symbols ``nm -D`` lists for ``path`` with ``which`` (``--defined-only``, ``--undefined-only``),
+    as it names them (a version kept: ``name@VER``)."""
+    out = subprocess.run(["nm", "-D", which, str(path)], check=True, capture_output=True, text=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
 def exports(path: Path) -> list[str]:
     """The defined dynamic symbols of ``path`` as ``nm`` names them, a version kept (``name@VER``)."""
-    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], check=True, capture_output=True, text=True)
-    return [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
+    return _dynamic_symbols(path, "--defined-only")
 
 
 def imports(path: Path) -> list[str]:
     """The undefined dynamic symbols of ``path``, without their version (``dlsym@GLIBC_2.34`` is ``dlsym``)."""
-    out = subprocess.run(["nm", "-D", "--undefined-only", str(path)], check=True, capture_output=True, text=True)
-    return [line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if line.strip()]
+    return [name.split("@")[0] for name in _dynamic_symbols(path, "--undefined-only")]
