@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+
+from tests import _sanitizer
 
 # What to install for the tests of the real cuDNN (no GPU needed): the wheel without its declared dependencies
 # (the CUDA libraries it lists add about a gigabyte, and the front library needs only libc/libdl). `.ci/run` does this.
@@ -79,6 +82,10 @@ class _Session:
 
 def pytest_configure(config: pytest.Config) -> None:
     _Session.config, _Session.start = config, time.monotonic()
+    try:
+        _sanitizer.install(os.environ)
+    except RuntimeError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

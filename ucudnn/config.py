@@ -234,8 +234,10 @@ VARIABLES: tuple[Var, ...] = (
         Kind.CHOICE,
         "none",
         "Build only (`pip install`): `undefined` compiles the native libraries with -fsanitize=undefined, each "
-        "undefined behaviour then ending the process with a report: for the tests (docs/testing.md), never for use.",
-        choices=("none", "undefined"),
+        "undefined behaviour then ending the process with a report; `address` with -fsanitize=address,undefined, "
+        "each bad memory access too (its runtime must then be first in LD_PRELOAD): for the tests "
+        "(docs/testing.md), never for use.",
+        choices=("none", "undefined", "address"),
         readers=("build",),
     ),
 )

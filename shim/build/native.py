@@ -56,6 +56,10 @@ def load_config() -> ModuleType:
 SANITIZERS = {
     "none": ([], set()),
     "undefined": (["-fsanitize=undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"], {"libubsan.so.1"}),
+    "address": (
+        ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"],
+        {"libasan.so.8", "libubsan.so.1"},
+    ),
 }
 
 

@@ -30,7 +30,7 @@
  * (dlvsym with a version skips unversioned definitions, so libc's alone would jump over such an interposer). */
 static _Atomic(uc_dlsym_fn) next_dlsym;
 
-static uc_dlsym_fn pass_fn(void)
+UC_BEFORE_ASAN static uc_dlsym_fn pass_fn(void)
 {
     uc_dlsym_fn f = atomic_load_explicit(&next_dlsym, memory_order_acquire), libc;
     if (f || !(libc = uc_dlsym_libc()))
@@ -175,7 +175,8 @@ int uc_dlsym_early(void)
  * The C half of the exported dlsym (the entry below): NULL when *answer is what dlsym returns (a hook), else the
  * function to jump to with the caller's arguments and return address as they came (the real dlsym).
  */
-__attribute__((visibility("hidden"), used)) void *uc_dlsym_route(void *handle, const char *name, void **answer)
+UC_BEFORE_ASAN __attribute__((visibility("hidden"), used)) void *uc_dlsym_route(void *handle, const char *name,
+                                                                                void **answer)
 {
     *answer = NULL;
     uc_dlsym_fn f = uc_dlsym_libc(), next = pass_fn();

@@ -22,6 +22,16 @@
 #include "ucudnn/ucudnn.h"
 
 #define UC_EXPORT __attribute__((visibility("default")))
+
+/* Code that runs before AddressSanitizer's runtime is set up: its interceptors look their functions up with
+ * dlsym(RTLD_NEXT), which is ours. Left uninstrumented in the address build (tests only): instrumented, it would
+ * touch shadow memory that is not mapped yet. Nothing in other builds. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UC_BEFORE_ASAN __attribute__((no_sanitize_address))
+#else
+#define UC_BEFORE_ASAN
+#endif
+
 /* Rows asked of the real Find/Get: cuDNN may list an algorithm once per math type, so well over the enum count. */
 #define UC_MAX_ROWS 64
 

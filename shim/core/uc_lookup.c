@@ -13,7 +13,7 @@
 
 static _Atomic(uc_dlsym_fn) libc_dlsym;
 
-uc_dlsym_fn uc_dlsym_libc(void)
+UC_BEFORE_ASAN uc_dlsym_fn uc_dlsym_libc(void)
 {
     uc_dlsym_fn f = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
     if (f)

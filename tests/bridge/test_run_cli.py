@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests._sanitizer import as_child_gets
+
 from .conftest import FakeBuild, clean_env, run_cmd
 
 # Runs the CLI with the preload path pointed at `preload` (the real shim may not be built in every checkout).
@@ -55,8 +57,9 @@ def test_environment_of_the_command(fake_build: FakeBuild, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     env = json.loads(proc.stdout)
     assert env.pop("UCUDNN_RUN_PID").isdigit()  # the program's own pid (exec keeps it)
+    given = as_child_gets({"LD_PRELOAD": "libfirst.so:libsecond.so"})["LD_PRELOAD"]  # the sanitizer tier's runtime
     assert env == {
-        "LD_PRELOAD": f"{fake_build.shim} libfirst.so libsecond.so",
+        "LD_PRELOAD": f"{fake_build.shim} {given.replace(':', ' ')}",
         "UCUDNN_BATCH_SIZE_POLICY": "all",
         "UCUDNN_DEFAULT_WORKSPACE_LIMIT": "8MiB",
         "UCUDNN_DATABASE": str(tmp_path / "rel" / "cache.sqlite"),

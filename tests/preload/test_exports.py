@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 from pathlib import Path
@@ -43,8 +42,9 @@ def test_nm_matches_declared_exports(preload_lib: Path) -> None:
 
 def test_no_version_definitions_and_only_libc(preload_lib: Path) -> None:
     libraries = set(needed(preload_lib))
-    # A build with UCUDNN_BUILD_SANITIZE=undefined (for the tests only) needs the sanitizer's runtime too.
-    sanitizer = {"libubsan.so.1"} if os.environ.get("UCUDNN_BUILD_SANITIZE") == "undefined" else set()
+    # A build with UCUDNN_BUILD_SANITIZE (for the tests only) needs the sanitizers' runtimes too.
+    build = _preload_build()
+    sanitizer = build.SANITIZERS[build.sanitizer()][1]
     assert libraries <= {"libc.so.6", "libdl.so.2", "libpthread.so.0"} | sanitizer, libraries
     assert ".gnu.version_d" not in readelf(preload_lib, "-V")
 
