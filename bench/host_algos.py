@@ -25,7 +25,7 @@ from ucudnn.plan_text import algo_name
 
 @dataclass(frozen=True)
 class Layer:
-    """A square 2-D convolution layer (input H = W, filter R = S), no groups, stride 1."""
+    """A 2-D convolution layer (input H x W, W = H unless given; filter R = S), no groups, stride 1."""
 
     name: str
     c: int
@@ -33,6 +33,11 @@ class Layer:
     k: int
     f: int
     pad: int
+    width: int = 0
+
+    @property
+    def w(self) -> int:
+        return self.width or self.hw
 
 
 LAYERS: tuple[Layer, ...] = (
@@ -40,6 +45,9 @@ LAYERS: tuple[Layer, ...] = (
     Layer("resnet 56x56x64->64 3x3 p1", 64, 56, 64, 3, 1),
     Layer("resnet 56x56x256->64 1x1", 256, 56, 64, 1, 0),
     Layer("resnet 14x14x256->256 3x3 p1", 256, 14, 256, 3, 1),
+    # DeepBench training problems: VGG's conv2_1, and Speaker ID's first 3x3 layer, 350 wide (past ALGO_FFT's 256)
+    Layer("vgg conv2_1 112x112x64->128 3x3 p1", 64, 112, 128, 3, 1),
+    Layer("speaker-id 80x350x64->64 3x3 p1", 64, 80, 64, 3, 1, width=350),
 )
 OP_NAMES = {C.Op.FWD: "fwd", C.Op.BWD_DATA: "bwd_data", C.Op.BWD_FILTER: "bwd_filter"}
 
@@ -87,11 +95,11 @@ def measure(
     """Every supported algorithm of ``op`` on ``layer`` at batch ``n``: median of 1 to ``max_repeats`` timed runs
     after a warm-up, fewer when the runs so far already took ``budget_s`` seconds (the slow direct loops)."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, layer.c, layer.hw, layer.hw)).astype(np.float32)
+    x = rng.standard_normal((n, layer.c, layer.hw, layer.w)).astype(np.float32)
     w = rng.standard_normal((layer.k, layer.c, layer.f, layer.f)).astype(np.float32)
     spec = C.ConvSpec((layer.pad, layer.pad), (1, 1), (1, 1))
-    out_hw = layer.hw + 2 * layer.pad - layer.f + 1
-    y = rng.standard_normal((n, layer.k, out_hw, out_hw)).astype(np.float32)
+    out_h, out_w = (e + 2 * layer.pad - layer.f + 1 for e in (layer.hw, layer.w))
+    y = rng.standard_normal((n, layer.k, out_h, out_w)).astype(np.float32)
     rows = []
     with lib.handle() as handle:
         for algo in range(C.ALGO_COUNT[op]):

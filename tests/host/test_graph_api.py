@@ -23,7 +23,7 @@ FWD, BWD_DATA, BWD_FILTER = 0, 1, 2
 OPS = (FWD, BWD_DATA, BWD_FILTER)
 NONDETERMINISTIC = {(BWD_DATA, 0), (BWD_FILTER, 0)}
 WINOGRAD = {(FWD, 7), (BWD_DATA, 5), (BWD_FILTER, 5)}
-FFT = {(FWD, 4), (BWD_DATA, 2), (BWD_FILTER, 2)}
+FFT = {(FWD, 4), (FWD, 5), (BWD_DATA, 2), (BWD_DATA, 3), (BWD_FILTER, 2), (BWD_FILTER, 6)}  # ALGO_FFT, FFT_TILING
 ALPHA, BETA = 0.7, 0.3
 # x, w, y of one problem
 Arrays = tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]

@@ -129,6 +129,11 @@ SHAPES = {
     # FFT's narrowest transforms, one and two columns wide, on odd row counts (two real rows share a transform)
     "one-column": problem((2, 3, 5, 1), (2, 3, 2, 1)),
     "two-columns": problem((1, 2, 3, 2), (3, 2, 3, 2), pad=(1, 0)),
+    # FFT_TILING's tiles: 3 x 2 of 28 x 28 outputs on 32-point transforms, the last ones short; a filter past 16 on
+    # 64-point transforms; an image past ALGO_FFT's 256 (and "wide-row" above, 600 columns)
+    "tiles": problem((2, 4, 70, 45), (6, 2, 5, 5), groups=2, pad=2),
+    "tiles-large-filter": problem((1, 2, 40, 50), (3, 2, 17, 20), pad=(3, 8)),
+    "tiles-past-256": problem((1, 2, 300, 9), (2, 2, 3, 2), pad=(1, 0)),
 }
 
 
@@ -147,12 +152,15 @@ def test_shapes(lib: KernelLib, algo: AlgoInfo, dtype: type, shape: str) -> None
     prob = SHAPES[shape]
     supported = run_checked(lib, algo, prob, dtype, layout="NCHW", w_layout="NCHW", alpha=0.75, beta=0.5)
     if not supported:
-        assert "WINOGRAD" in algo.name or algo.name == "FFT", f"{algo.name} must support every shape"
+        assert "WINOGRAD" in algo.name or algo.name.startswith("FFT"), f"{algo.name} must support every shape"
         plain = prob.params.nb_spatial == 2 and prob.params.stride == (1, 1) and prob.params.dilation == (1, 1)
+        dims = list(zip(prob.params.pad, prob.w_shape[2:], prob.x_shape[2:], strict=True))
         if algo.name == "FFT":  # padding below the filter's extent and at most 256 padded, as cuDNN's FFT
-            dims = zip(prob.params.pad, prob.w_shape[2:], prob.x_shape[2:], strict=True)
             fits = all(p < r and h + 2 * p <= 256 and h + r - 1 <= 256 for p, r, h in dims)
             assert not (plain and fits), "FFT must support 2-D stride-1 undilated problems that fit its transforms"
+        elif algo.name == "FFT_TILING":  # any image size; filters up to 32
+            fits = all(p < r <= 32 for p, r, _ in dims)
+            assert not (plain and fits), "FFT_TILING must support 2-D stride-1 undilated filters up to 32"
         else:
             assert not (plain and prob.w_shape[2:] == (3, 3)), "Winograd must support 2-D 3x3 stride-1 problems"
 
@@ -168,7 +176,7 @@ def test_taps_wholly_in_the_padding(lib: KernelLib, algo: AlgoInfo, w_layout: T.
         problem((2, 8, 3, 1), (4, 4, 2, 3), groups=2, pad=(0, 2), stride=(2, 1), dilation=(1, 2)),
     ):
         supported = run_checked(lib, algo, prob, np.float32, w_layout=w_layout, alpha=1.25, seed=159)
-        assert supported or "WINOGRAD" in algo.name or algo.name == "FFT"
+        assert supported or "WINOGRAD" in algo.name or algo.name.startswith("FFT")
 
 
 @pytest.mark.parametrize("algo", list(all_algos()))
@@ -214,7 +222,7 @@ def check_random_problem(
         supported = run_checked(
             lib, algo, prob, dtype, layout=layout, w_layout=w_layout, alpha=1.25, beta=beta, seed=seed
         )
-        assert supported or "WINOGRAD" in algo.name or algo.name == "FFT"
+        assert supported or "WINOGRAD" in algo.name or algo.name.startswith("FFT")
 
 
 def workspace_of(lib: KernelLib, algo: AlgoInfo, prob: T.ConvProblem, dtype: Any = np.float32) -> int | None:
@@ -243,6 +251,7 @@ def test_workspace_sizes(lib: KernelLib, algo: AlgoInfo) -> None:
         "ALGO_1": "linear",
         "WINOGRAD_NONFUSED": "linear",
         "FFT": "linear",  # the batch's spectra, beside the filters' (a constant part)
+        "FFT_TILING": "linear",  # the same, of one tile
     }[algo.name]
     if kind == "zero":
         assert sizes == [0, 0, 0, 0]
@@ -271,6 +280,33 @@ def test_winograd_limits(lib: KernelLib) -> None:
         assert len(wino) == 1
         for prob in unsupported:
             assert workspace_of(lib, wino[0], prob) is None, prob
+
+
+def test_fft_tiling_workspace(lib: KernelLib) -> None:
+    """FFT_TILING's spectra are one tile's: its workspace stays the same as the image grows, where ALGO_FFT's
+    grows with the padded image and stops at 256; on an image that fits one tile the two are the same."""
+    for op in OPS:
+        fft, tiled = ({a.name: a for a in lib.algos(op)}[name] for name in ("FFT", "FFT_TILING"))
+
+        def sizes(algo: AlgoInfo, r: int, side: int) -> int | None:
+            return workspace_of(lib, algo, problem((4, 8, side, side), (16, 8, r, r), pad=r // 2))
+
+        # one 32 x 32 tile (a 3x3 filter) or one 64 x 64 tile (a filter past 16): the same transforms as ALGO_FFT
+        assert sizes(tiled, 3, 28) == sizes(fft, 3, 28)
+        assert sizes(tiled, 17, 40) == sizes(fft, 17, 40)
+        small, large = sizes(tiled, 3, 60), sizes(tiled, 3, 220)
+        assert small is not None and small == large == sizes(tiled, 3, 1000)
+        fft_small, fft_large = sizes(fft, 3, 60), sizes(fft, 3, 220)
+        assert fft_small is not None and fft_large is not None and small < fft_small < fft_large
+        assert sizes(fft, 3, 300) is None  # past 256 padded
+        assert sizes(tiled, 32, 100) is not None and sizes(tiled, 33, 100) is None  # filters up to 32
+        for prob in (
+            problem((1, 2, 40, 40), (2, 2, 3, 3), stride=2),
+            problem((1, 2, 40, 40), (2, 2, 3, 3), dilation=2),
+            problem((1, 2, 40, 40), (2, 2, 3, 3), pad=3),
+            problem((1, 2, 8, 8, 8), (2, 2, 3, 3, 3), pad=1),
+        ):
+            assert workspace_of(lib, tiled, prob) is None, prob
 
 
 def test_tables(lib: KernelLib) -> None:

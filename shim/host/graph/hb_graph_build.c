@@ -116,7 +116,7 @@ static cudnnStatus_t resolve(hb_graph *g, int64_t index, hb_gengine *e) {
         if (hb_is_16bit(g->prob.dtype)) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
     }
     if (strstr(a->name, "WINOGRAD")) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_WINOGRAD;
-    if (strcmp(a->name, "FFT") == 0) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_FFT;
+    if (strncmp(a->name, "FFT", 3) == 0) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_FFT;
     if (g->down_convert) e->notes[e->nnotes++] = CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
     return CUDNN_STATUS_SUCCESS;
 }

@@ -276,24 +276,31 @@ int hb_wino_shape_ok(const hb_problem *p);
 /*
  * FFT convolution (hb_kern_fft.c): spectra of the whole batch, of the filters and of the products in the
  * workspace, one complex GEMM per frequency bin. The geometry is Winograd's (hb_wino_of), with the transform sizes
- * lh x lw.
+ * lh x lw. ALGO_FFT transforms the whole padded plane at once (one tile); ALGO_FFT_TILING cuts the output into
+ * tiles of tp x tq, each computed from its own input region on small transforms (32 x 32, 64 x 64 for filters
+ * past 16), so its spectra are those of one tile, whatever the image's size.
  */
-#define HB_FFT_MAX 256 /* the padded input's largest extent, as cuDNN's FFT */
+#define HB_FFT_MAX 256         /* the padded input's largest extent, as cuDNN's FFT */
+#define HB_FFT_TILE 32         /* FFT_TILING's transform size for filters up to HB_FFT_TILE / 2 */
+#define HB_FFT_TILE_FILTER 32  /* FFT_TILING's largest filter extent (on 64-point transforms) */
 #define HB_FFT_RATE 5.0 /* the model rate per direct MAC saved per complex GEMM MAC (hb_fft_model_rate) */
 typedef struct {
     hb_wino g;
-    int64_t lh, lw; /* transform sizes (powers of two covering the padded input) */
+    int64_t lh, lw; /* transform sizes (powers of two covering one tile's input) */
+    int64_t tp, tq; /* one tile's output extents: the whole output for ALGO_FFT */
 } hb_fft;
-/* Whether the problem is one the FFT algorithms handle: 2-D, stride 1, no dilation, pad < filter, small enough. */
-int hb_fft_shape_ok(const hb_problem *p);
-hb_fft hb_fft_of(const hb_problem *p, int backward_data);
-/* The workspace (SIZE_MAX: not handled), the timing model's rate, and the runs: data x or dy, out y or dx. */
-size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data);
+/* Whether the problem is one the FFT algorithms handle (tiled: FFT_TILING): 2-D, stride 1, no dilation,
+ * pad < filter, small enough (ALGO_FFT: the padded input; FFT_TILING: the filter). */
+int hb_fft_shape_ok(const hb_problem *p, int tiled);
+hb_fft hb_fft_of(const hb_problem *p, int backward_data, int tiled);
+/* The workspace (SIZE_MAX: not handled), the timing model's rates, and the runs: data x or dy, out y or dx. */
+size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data, int tiled);
 double hb_fft_model_rate(const hb_problem *p);
-cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
-                                 void *out, double alpha, double beta, void *ws);
-cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
-                                      double beta, void *ws);
+double hb_fft_tiling_model_rate(const hb_problem *p);
+cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, int tiled, const void *data,
+                                 const void *filter, void *out, double alpha, double beta, void *ws);
+cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, int tiled, const void *x, const void *dy, void *dw,
+                                      double alpha, double beta, void *ws);
 void hb_fft_run_f(const hb_fft *f, const float *x, const float *w, float *y, double alpha, double beta, void *ws);
 void hb_fft_run_d(const hb_fft *f, const double *x, const double *w, double *y, double alpha, double beta, void *ws);
 void hb_fft_run_h(const hb_fft *f, const hb_half *x, const hb_half *w, hb_half *y, double alpha, double beta,
@@ -337,11 +344,12 @@ HB_ATOMIC_ADD(b, hb_bf16, float, hb_f_to_bf16(hb_bf16_to_f(old) + v))
 #undef HB_ATOMIC_ADD
 
 /* The algorithms, gathered into the per-op tables by hb_fwd_table.c, hb_bwd_data_table.c, hb_bwd_filter_table.c. */
-extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_fft,
+extern const hb_algo hb_fwd_implicit_gemm, hb_fwd_implicit_precomp_gemm, hb_fwd_gemm, hb_fwd_fft, hb_fwd_fft_tiling,
     hb_fwd_winograd_nonfused;
-extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_fft, hb_bwd_data_winograd_nonfused;
+extern const hb_algo hb_bwd_data_algo0, hb_bwd_data_algo1, hb_bwd_data_fft, hb_bwd_data_fft_tiling,
+    hb_bwd_data_winograd_nonfused;
 extern const hb_algo hb_bwd_filter_algo0, hb_bwd_filter_algo1, hb_bwd_filter_fft, hb_bwd_filter_algo3,
-    hb_bwd_filter_winograd_nonfused;
+    hb_bwd_filter_winograd_nonfused, hb_bwd_filter_fft_tiling;
 
 /* Scratch rows on the stack of the direct loops: one output row is processed in chunks of this many. */
 #define HB_ROW 256

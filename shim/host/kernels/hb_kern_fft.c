@@ -1,6 +1,6 @@
 /*
- * FFT convolution (cuDNN's ALGO_FFT for the three ops), 2-D, stride 1, no dilation, padding below the filter's
- * extent, padded input of at most HB_FFT_MAX per dimension (as cuDNN's: 256).
+ * FFT convolution (cuDNN's ALGO_FFT and FFT_TILING for the three ops), 2-D, stride 1, no dilation, padding below
+ * the filter's extent; ALGO_FFT's padded input at most HB_FFT_MAX per dimension (as cuDNN's: 256).
  *
  * Forward is a cross-correlation y[p, q] = sum over c, r, s of xpad[c, p + r, q + s] w[c, r, s]; on transform
  * sizes lh x lw (powers of two covering the padded input) it is exact as circular, so per frequency bin
@@ -11,7 +11,12 @@
  * Backward data is the forward of dy with the filter transposed and rotated (padding R - 1 - pad), as for
  * Winograd; backward filter correlates the padded x with dy: dW[c, k] = sum over n of X[n, c] conj(DY[n, k]),
  * in the same three buffers (products where the filters' spectra are).
- * 16-bit data is transformed in float and rounded once on store. Template file: instantiated per storage type.
+ * FFT_TILING (each op's) runs the same steps per tile of the output: tp x tq outputs from their (tp + r - 1) x
+ * (tq + s - 1) inputs on lh x lw = 32 x 32 transforms (64 x 64 for filters past 16), exact as circular there too,
+ * the filters' spectra computed once; backward filter sums the tiles' products per bin. Its spectra are one
+ * tile's, so it takes images of any size in a workspace that does not grow with them, and pays for the tiles'
+ * overlap. 16-bit data is transformed in float and rounded once on store. Template file: instantiated per
+ * storage type.
  */
 #ifndef HB_T
 #include "hb_kern.h"
@@ -34,22 +39,37 @@ static int64_t pow2_at_least(int64_t v) {
     return l;
 }
 
-int hb_fft_shape_ok(const hb_problem *p) {
+int hb_fft_shape_ok(const hb_problem *p, int tiled) {
     const int64_t r = p->w.sp[1], s = p->w.sp[2];
-    return p->w.sp[0] == 1 && p->x.sp[0] == 1 && p->y.sp[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
-           p->dilation[1] == 1 && p->dilation[2] == 1 && p->pad[1] >= 0 && p->pad[2] >= 0 && p->pad[1] < r &&
-           p->pad[2] < s && p->x.sp[1] + 2 * p->pad[1] <= HB_FFT_MAX && p->x.sp[2] + 2 * p->pad[2] <= HB_FFT_MAX &&
+    if (!(p->w.sp[0] == 1 && p->x.sp[0] == 1 && p->y.sp[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+          p->dilation[1] == 1 && p->dilation[2] == 1 && p->pad[1] >= 0 && p->pad[2] >= 0 && p->pad[1] < r &&
+          p->pad[2] < s))
+        return 0;
+    if (tiled) return r <= HB_FFT_TILE_FILTER && s <= HB_FFT_TILE_FILTER;
+    return p->x.sp[1] + 2 * p->pad[1] <= HB_FFT_MAX && p->x.sp[2] + 2 * p->pad[2] <= HB_FFT_MAX &&
            p->x.sp[1] + r - 1 <= HB_FFT_MAX && p->x.sp[2] + s - 1 <= HB_FFT_MAX;
 }
 
-hb_fft hb_fft_of(const hb_problem *p, int backward_data) {
+/* One dimension's transform size and tile output extent: the padded input `full` on one transform (ALGO_FFT, or
+ * FFT_TILING where it fits a tile's transform), else tiles of the transform's size less the filter's r - 1. */
+static void fft_extent(int64_t full, int64_t r, int64_t out, int tiled, int64_t *l, int64_t *t) {
+    *l = pow2_at_least(full);
+    if (tiled) {
+        const int64_t tile = r <= HB_FFT_TILE / 2 ? HB_FFT_TILE : 2 * HB_FFT_TILE;
+        if (*l > tile) *l = tile;
+    }
+    *t = *l - r + 1 < out ? *l - r + 1 : out;
+}
+
+hb_fft hb_fft_of(const hb_problem *p, int backward_data, int tiled) {
     hb_fft f = {.g = hb_wino_of(p, backward_data)};
-    f.lh = pow2_at_least(f.g.h + 2 * f.g.pad_h);
-    f.lw = pow2_at_least(f.g.w + 2 * f.g.pad_w);
+    fft_extent(f.g.h + 2 * f.g.pad_h, f.g.r, f.g.p, tiled, &f.lh, &f.tp);
+    fft_extent(f.g.w + 2 * f.g.pad_w, f.g.s, f.g.q, tiled, &f.lw, &f.tq);
     return f;
 }
 
 static int64_t fft_bins(const hb_fft *f) { return f->lh * (f->lw / 2 + 1); }
+static int64_t fft_tiles(const hb_fft *f) { return ((f->g.p + f->tp - 1) / f->tp) * ((f->g.q + f->tq - 1) / f->tq); }
 
 /* Planes transformed together, one per vector lane of the butterflies' inner loops. */
 #define HB_FFT_LANES 16
@@ -68,9 +88,9 @@ static size_t fft_layout(const hb_fft *f, size_t es, size_t at[3]) {
     return hb_add_bytes(at[2], scratch);
 }
 
-size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data) {
-    if (!hb_fft_shape_ok(p)) return SIZE_MAX;
-    hb_fft f = hb_fft_of(p, backward_data);
+size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data, int tiled) {
+    if (!hb_fft_shape_ok(p, tiled)) return SIZE_MAX;
+    hb_fft f = hb_fft_of(p, backward_data, tiled);
     const hb_wino *t = &f.g;
     if (t->n > INT_MAX || t->cin > INT_MAX || t->cout > INT_MAX || t->cin * t->cout > INT_MAX ||
         t->n * t->cin > INT_MAX || t->n * t->cout > INT_MAX)
@@ -80,15 +100,17 @@ size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data) {
 }
 
 /* The model's rate (hb_model.c): the direct multiply-accumulates per real one of the spectra's complex GEMMs
- * (4 per complex), times HB_FFT_RATE for the transforms and the complex arithmetic, capped. Large filters gain,
- * 1x1 ones lose. */
-double hb_fft_model_rate(const hb_problem *p) {
-    if (!hb_fft_shape_ok(p)) return 1.0;
-    hb_fft f = hb_fft_of(p, 0);
-    double ratio = (double)(f.g.p * f.g.q * f.g.r * f.g.s) / (4.0 * (double)fft_bins(&f));
+ * (4 per complex, over every tile's bins), times HB_FFT_RATE for the transforms and the complex arithmetic,
+ * capped. Large filters gain, 1x1 ones lose; tiles pay for their overlap. */
+static double fft_rate(const hb_problem *p, int tiled) {
+    if (!hb_fft_shape_ok(p, tiled)) return 1.0;
+    hb_fft f = hb_fft_of(p, 0, tiled);
+    double ratio = (double)(f.g.p * f.g.q * f.g.r * f.g.s) / (4.0 * (double)fft_bins(&f) * (double)fft_tiles(&f));
     double rate = HB_FFT_RATE * ratio;
     return rate < 0.5 ? 0.5 : rate > 50.0 ? 50.0 : rate;
 }
+double hb_fft_model_rate(const hb_problem *p) { return fft_rate(p, 0); }
+double hb_fft_tiling_model_rate(const hb_problem *p) { return fft_rate(p, 1); }
 
 /* exp(-2 pi i k / l) for k < l / 2, interleaved. */
 static void twiddles_f(float *tw, int64_t l) {
@@ -106,31 +128,46 @@ static void twiddles_d(double *tw, int64_t l) {
     }
 }
 
-/* One complex GEMM per bin, row-major: C = op(A) op(B), op a conjugate transpose where asked. */
+/* One complex GEMM per bin, row-major: C = op(A) op(B) (+ C where add), op a conjugate transpose where asked. */
 static void fft_gemm_f(int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                       float *c, int ldc) {
-    const float one[2] = {1, 0}, zero[2] = {0, 0};
-    scipy_cblas_cgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, zero, c, ldc);
+                       float *c, int ldc, int add) {
+    const float one[2] = {1, 0}, beta[2] = {add ? 1.0f : 0.0f, 0};
+    scipy_cblas_cgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, beta, c, ldc);
 }
 static void fft_gemm_d(int ta, int tb, int m, int n, int k, const double *a, int lda, const double *b, int ldb,
-                       double *c, int ldc) {
-    const double one[2] = {1, 0}, zero[2] = {0, 0};
-    scipy_cblas_zgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, zero, c, ldc);
+                       double *c, int ldc, int add) {
+    const double one[2] = {1, 0}, beta[2] = {add ? 1.0 : 0.0, 0};
+    scipy_cblas_zgemm(HB_CBLAS_ROW_MAJOR, ta, tb, m, n, k, one, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* One dimension of the tile whose outputs start at o0 (t of them at most, of outs): the input it reads, in0 .. in0 +
+ * in - 1 (clipped to the image's h), placed at `at` in its transform (the padding before it stays zero). */
+typedef struct {
+    int64_t out, in0, in, at;
+} hb_fft_span;
+static hb_fft_span fft_span(int64_t o0, int64_t t, int64_t outs, int64_t pad, int64_t r, int64_t h) {
+    hb_fft_span v = {.out = outs - o0 < t ? outs - o0 : t};
+    const int64_t first = o0 - pad, last = first + v.out + r - 1;
+    const int64_t a = first > 0 ? first : 0, b = last < h ? last : h;
+    v.in0 = a;
+    v.in = b > a ? b - a : 0;
+    v.at = a - first;
+    return v;
 }
 
 #define HB_TMPL_FILE "hb_kern_fft.c"
 #include "hb_kern_tmpl.h"
 
-cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, const void *data, const void *filter,
-                                 void *out, double alpha, double beta, void *ws) {
-    hb_fft f = hb_fft_of(p, backward_data);
+cudnnStatus_t hb_fft_problem_run(const hb_problem *p, int backward_data, int tiled, const void *data,
+                                 const void *filter, void *out, double alpha, double beta, void *ws) {
+    hb_fft f = hb_fft_of(p, backward_data, tiled);
     HB_DISPATCH(p->dtype, hb_fft_run, &f, data, filter, out, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, const void *x, const void *dy, void *dw, double alpha,
-                                      double beta, void *ws) {
-    hb_fft f = hb_fft_of(p, 0);
+cudnnStatus_t hb_fft_grad_problem_run(const hb_problem *p, int tiled, const void *x, const void *dy, void *dw,
+                                      double alpha, double beta, void *ws) {
+    hb_fft f = hb_fft_of(p, 0, tiled);
     HB_DISPATCH(p->dtype, hb_fft_grad_run, &f, x, dy, dw, alpha, beta, ws);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -403,15 +440,20 @@ void HB_F(hb_fft_run)(const hb_fft *f, const HB_S *x, const HB_S *w, HB_S *y, do
         /* Filter (i, o) is plane i * cout + o; sample n's channel c is plane c * N + n. */
         HB_F(fft_spectra)(f, &s, w + g * t->f_group, cin * cout, cout, t->f_in, t->f_out, t->r, t->s, t->f_r,
                           t->f_s, 0, 0, t->flip, F);
-        HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c, cin * n, n, t->xs_c, t->xs_n, t->h, t->w, t->xs_h, t->xs_w,
-                          t->pad_h, t->pad_w, 0, X);
-        /* Per bin: Y_b (cout x N) = F_b^H X_b, F_b being cin x cout: the correlation's conjugate. */
-        for (int64_t b = 0; b < bins; b++)
-            HB_FC(fft_gemm)(HB_CBLAS_CONJ_TRANS, HB_CBLAS_NO_TRANS, (int)cout, (int)n, (int)cin,
-                            F + 2 * b * cin * cout, (int)cout, X + 2 * b * cin * n, (int)n, Y + 2 * b * cout * n,
-                            (int)n);
-        HB_F(fft_outputs)(f, &s, Y, cout * n, n, y + g * cout * t->ys_c, t->ys_c, t->ys_n, t->p, t->q, t->ys_h,
-                          t->ys_w, 0, alpha, beta);
+        for (int64_t i0 = 0; i0 < t->p; i0 += f->tp)
+            for (int64_t j0 = 0; j0 < t->q; j0 += f->tq) {
+                const hb_fft_span a = fft_span(i0, f->tp, t->p, t->pad_h, t->r, t->h);
+                const hb_fft_span b = fft_span(j0, f->tq, t->q, t->pad_w, t->s, t->w);
+                HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c + a.in0 * t->xs_h + b.in0 * t->xs_w, cin * n, n,
+                                  t->xs_c, t->xs_n, a.in, b.in, t->xs_h, t->xs_w, a.at, b.at, 0, X);
+                /* Per bin: Y_b (cout x N) = F_b^H X_b, F_b being cin x cout: the correlation's conjugate. */
+                for (int64_t k = 0; k < bins; k++)
+                    HB_FC(fft_gemm)(HB_CBLAS_CONJ_TRANS, HB_CBLAS_NO_TRANS, (int)cout, (int)n, (int)cin,
+                                    F + 2 * k * cin * cout, (int)cout, X + 2 * k * cin * n, (int)n,
+                                    Y + 2 * k * cout * n, (int)n, 0);
+                HB_F(fft_outputs)(f, &s, Y, cout * n, n, y + g * cout * t->ys_c + i0 * t->ys_h + j0 * t->ys_w,
+                                  t->ys_c, t->ys_n, a.out, b.out, t->ys_h, t->ys_w, 0, alpha, beta);
+            }
     }
 }
 
@@ -423,14 +465,21 @@ void HB_F(hb_fft_grad_run)(const hb_fft *f, const HB_S *x, const HB_S *dy, HB_S 
     const hb_wino *t = &f->g;
     const int64_t cin = t->cin, cout = t->cout, n = t->n, bins = fft_bins(f);
     for (int64_t g = 0; g < t->groups; g++) {
-        HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c, cin * n, n, t->xs_c, t->xs_n, t->h, t->w, t->xs_h, t->xs_w,
-                          t->pad_h, t->pad_w, 0, X);
-        HB_F(fft_spectra)(f, &s, dy + g * cout * t->ys_c, cout * n, n, t->ys_c, t->ys_n, t->p, t->q, t->ys_h,
-                          t->ys_w, 0, 0, 0, Y);
-        /* Per bin: F_b (cin x cout) = X_b DY_b^H, a sum over the batch. */
-        for (int64_t b = 0; b < bins; b++)
-            HB_FC(fft_gemm)(HB_CBLAS_NO_TRANS, HB_CBLAS_CONJ_TRANS, (int)cin, (int)cout, (int)n, X + 2 * b * cin * n,
-                            (int)n, Y + 2 * b * cout * n, (int)n, F + 2 * b * cin * cout, (int)cout);
+        int add = 0;
+        for (int64_t i0 = 0; i0 < t->p; i0 += f->tp)
+            for (int64_t j0 = 0; j0 < t->q; j0 += f->tq, add = 1) {
+                const hb_fft_span a = fft_span(i0, f->tp, t->p, t->pad_h, t->r, t->h);
+                const hb_fft_span b = fft_span(j0, f->tq, t->q, t->pad_w, t->s, t->w);
+                HB_F(fft_spectra)(f, &s, x + g * cin * t->xs_c + a.in0 * t->xs_h + b.in0 * t->xs_w, cin * n, n,
+                                  t->xs_c, t->xs_n, a.in, b.in, t->xs_h, t->xs_w, a.at, b.at, 0, X);
+                HB_F(fft_spectra)(f, &s, dy + g * cout * t->ys_c + i0 * t->ys_h + j0 * t->ys_w, cout * n, n,
+                                  t->ys_c, t->ys_n, a.out, b.out, t->ys_h, t->ys_w, 0, 0, 0, Y);
+                /* Per bin: F_b (cin x cout) += X_b DY_b^H, a sum over the batch and the tiles. */
+                for (int64_t k = 0; k < bins; k++)
+                    HB_FC(fft_gemm)(HB_CBLAS_NO_TRANS, HB_CBLAS_CONJ_TRANS, (int)cin, (int)cout, (int)n,
+                                    X + 2 * k * cin * n, (int)n, Y + 2 * k * cout * n, (int)n,
+                                    F + 2 * k * cin * cout, (int)cout, add);
+            }
         HB_F(fft_outputs)(f, &s, F, cin * cout, cout, dw + g * t->f_group, t->f_in, t->f_out, t->r, t->s, t->f_r,
                           t->f_s, t->flip, alpha, beta);
     }
