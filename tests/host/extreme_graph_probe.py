@@ -1,7 +1,8 @@
 """Run by test_extreme_values.py: random convolution graphs as large as a tensor may be (each operand below 2**31
 elements, the workspace far beyond), and some with any 64-bit sizes, built on the host backend through the graph
-API with engines 0-7 the way cudnn_frontend builds them, and their plans' workspace read. Nothing runs. Prints one
-JSON line: how many plans were built and refused, and the largest workspace.
+API with engines 0-7 the way cudnn_frontend builds them, and their plans' workspace read; the INSTANT heuristics of
+each graph rank every engine that takes it by its modelled time. Nothing runs. Prints one JSON line: how many plans
+were built and refused, the largest workspace, and how many engines the heuristics ranked.
 Usage: python -m tests.host.extreme_graph_probe SEED COUNT"""
 
 from __future__ import annotations
@@ -12,7 +13,31 @@ import random
 import sys
 
 from ucudnn import _paths
-from ucudnn.graph_api import CONV_OPS, Backend, ConvGraph, GraphApiError
+from ucudnn.graph_api import (
+    A_HEUR_GRAPH,
+    A_HEUR_MODE,
+    A_HEUR_RESULTS,
+    CONV_OPS,
+    ENGINEHEUR,
+    HEUR_INSTANT,
+    OP_KIND,
+    T_DESC,
+    T_HEUR_MODE,
+    UID_W,
+    UID_X,
+    UID_Y,
+    Backend,
+    ConvGraph,
+    GraphApiError,
+)
+
+# The largest square images a tensor may hold (below 2**31 elements), with filters FFT_TILING takes (stride 1,
+# pad < filter, up to 32): tiled by the million, for each op, before the random ones.
+EDGES = [
+    (op, [1, 1, h, h], [1, 1, f, f], [1, 1, h + 2 * pad - f + 1, h + 2 * pad - f + 1], pad, 1)
+    for op in CONV_OPS
+    for h, f, pad in ((46340, 3, 1), (46300, 32, 15), (46340, 17, 0))
+]
 
 
 def problem(r: random.Random) -> tuple[str, list[int], list[int], list[int], int, int]:
@@ -31,14 +56,42 @@ def problem(r: random.Random) -> tuple[str, list[int], list[int], list[int], int
             return r.choice(list(CONV_OPS)), [n, c, h, h], [k, c, f, f], [n, k, p, p], pad, stride
 
 
+def ranked(
+    lib: ctypes.CDLL, handle: int, op: str, x: list[int], w: list[int], y: list[int], pad: int, stride: int
+) -> int:
+    """How many engines the INSTANT heuristics rank for the graph (0 where the graph is refused)."""
+    b = Backend(lib)
+    try:
+        (xt, st_x), (wt, st_w), (yt, st_y) = (b.tensor(uid, s) for uid, s in ((UID_X, x), (UID_W, w), (UID_Y, y)))
+        conv, st_c = b.conv(2, pad=[pad, pad], stride=[stride, stride])
+        if any(st_x + st_w + st_y + st_c):
+            return 0
+        operation, sts = b.conv_op(OP_KIND[CONV_OPS[op]], xt, wt, yt, conv)
+        if any(sts):
+            return 0
+        graph, sts = b.graph([operation], handle)
+        if any(sts):
+            return 0
+        heur = b.create(ENGINEHEUR)
+        assert b.set_desc(heur, A_HEUR_GRAPH, graph) == 0
+        assert b.set(heur, A_HEUR_MODE, T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(HEUR_INSTANT))) == 0
+        assert b.finalize(heur) == 0
+        st, n = b.get(heur, A_HEUR_RESULTS, T_DESC, 0, None)
+        assert st == 0
+        return int(n)
+    finally:
+        b.destroy_all()
+
+
 def main() -> None:
     lib = ctypes.CDLL(str(_paths.HOST_CUDNN))
     api, handle = Backend(lib), ctypes.c_void_p()
     assert lib.cudnnCreate(ctypes.byref(handle)) == 0
     r = random.Random(int(sys.argv[1]))
-    built = refused = largest = 0
-    for _ in range(int(sys.argv[2])):
-        op, x, w, y, pad, stride = problem(r)
+    built = refused = largest = engines_ranked = 0
+    for case in [*EDGES, *(problem(r) for _ in range(int(sys.argv[2])))]:
+        op, x, w, y, pad, stride = case
+        engines_ranked += ranked(lib, handle.value or 0, op, x, w, y, pad, stride)
         for engine in range(8):
             try:
                 graph = ConvGraph(api, handle.value or 0, op, x, w, y, [pad, pad], [stride, stride], engine)
@@ -48,7 +101,7 @@ def main() -> None:
             built += 1
             largest = max(largest, graph.workspace_bytes)
             graph.close()
-    print(json.dumps({"built": built, "refused": refused, "largest_workspace": largest}))
+    print(json.dumps({"built": built, "refused": refused, "largest_workspace": largest, "ranked": engines_ranked}))
 
 
 if __name__ == "__main__":

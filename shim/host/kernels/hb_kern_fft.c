@@ -53,11 +53,8 @@ int hb_fft_shape_ok(const hb_problem *p, int tiled) {
 /* One dimension's transform size and tile output extent: the padded input `full` on one transform (ALGO_FFT, or
  * FFT_TILING where it fits a tile's transform), else tiles of the transform's size less the filter's r - 1. */
 static void fft_extent(int64_t full, int64_t r, int64_t out, int tiled, int64_t *l, int64_t *t) {
-    *l = pow2_at_least(full);
-    if (tiled) {
-        const int64_t tile = r <= HB_FFT_TILE / 2 ? HB_FFT_TILE : 2 * HB_FFT_TILE;
-        if (*l > tile) *l = tile;
-    }
+    const int64_t tile = r <= HB_FFT_TILE / 2 ? HB_FFT_TILE : 2 * HB_FFT_TILE;
+    *l = tiled && full > tile ? tile : pow2_at_least(full); /* FFT_TILING: no power of two past the image's size */
     *t = *l - r + 1 < out ? *l - r + 1 : out;
 }
 
@@ -105,7 +102,8 @@ size_t hb_fft_problem_workspace(const hb_problem *p, int backward_data, int tile
 static double fft_rate(const hb_problem *p, int tiled) {
     if (!hb_fft_shape_ok(p, tiled)) return 1.0;
     hb_fft f = hb_fft_of(p, 0, tiled);
-    double ratio = (double)(f.g.p * f.g.q * f.g.r * f.g.s) / (4.0 * (double)fft_bins(&f) * (double)fft_tiles(&f));
+    double ratio = (double)f.g.p * (double)f.g.q * (double)(f.g.r * f.g.s) /
+                   (4.0 * (double)fft_bins(&f) * (double)fft_tiles(&f));
     double rate = HB_FFT_RATE * ratio;
     return rate < 0.5 ? 0.5 : rate > 50.0 ? 50.0 : rate;
 }
