@@ -314,6 +314,38 @@ CONV_OPS = {op.label: int(op) for op in Op}
 UID_X, UID_W, UID_Y = 120, 119, 121
 
 
+def conv_graph(
+    builder: Backend,
+    handle: int,
+    op: str,
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    y_shape: Sequence[int],
+    pad: Sequence[int],
+    stride: Sequence[int],
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> P:
+    """The finalized operation graph of one 2-D convolution ``op`` (see ConvGraph), its descriptors ``builder``'s;
+    GraphApiError names the step the backend refused."""
+    x, st_x = builder.tensor(UID_X, x_shape)
+    w, st_w = builder.tensor(UID_W, w_shape)
+    y, st_y = builder.tensor(UID_Y, y_shape)
+    conv, st_c = builder.conv(2, pad=pad, stride=stride)
+    for what, sts in (("tensor x", st_x), ("tensor w", st_w), ("tensor y", st_y), ("convolution", st_c)):
+        for st in sts:
+            _ok(what, st)
+    kind = OP_KIND[CONV_OPS[op]]
+    operation, sts = builder.conv_op(kind, x, w, y, conv, alpha=alpha, beta=beta)
+    for st in sts:
+        _ok("operation", st)
+    graph, sts = builder.graph([operation], handle)
+    for st in sts:
+        _ok("operation graph", st)
+    return graph
+
+
 class ConvGraph:
     """One 2-D cross-correlation on packed NCHW float32 tensors, planned the way cudnn_frontend plans it.
 
@@ -342,20 +374,7 @@ class ConvGraph:
         self._packs: list[P] = []
         builder = Backend(api.lib)  # its descriptors die with the plan's construction
         try:
-            x, st_x = builder.tensor(UID_X, x_shape)
-            w, st_w = builder.tensor(UID_W, w_shape)
-            y, st_y = builder.tensor(UID_Y, y_shape)
-            conv, st_c = builder.conv(2, pad=pad, stride=stride)
-            for what, sts in (("tensor x", st_x), ("tensor w", st_w), ("tensor y", st_y), ("convolution", st_c)):
-                for st in sts:
-                    _ok(what, st)
-            kind = OP_KIND[CONV_OPS[op]]
-            operation, sts = builder.conv_op(kind, x, w, y, conv, alpha=alpha, beta=beta)
-            for st in sts:
-                _ok("operation", st)
-            graph, sts = builder.graph([operation], handle)
-            for st in sts:
-                _ok("operation graph", st)
+            graph = conv_graph(builder, handle, op, x_shape, w_shape, y_shape, pad, stride, alpha=alpha, beta=beta)
             eng, st = builder.engine(graph, engine)
             _ok(f"engine {engine}", st)
             cfg = builder.create(ENGINECFG)

@@ -20,15 +20,12 @@ from ucudnn.graph_api import (
     CONV_OPS,
     ENGINEHEUR,
     HEUR_INSTANT,
-    OP_KIND,
     T_DESC,
     T_HEUR_MODE,
-    UID_W,
-    UID_X,
-    UID_Y,
     Backend,
     ConvGraph,
     GraphApiError,
+    conv_graph,
 )
 
 # The largest square images a tensor may hold (below 2**31 elements), with filters FFT_TILING takes (stride 1,
@@ -62,16 +59,7 @@ def ranked(
     """How many engines the INSTANT heuristics rank for the graph (0 where the graph is refused)."""
     b = Backend(lib)
     try:
-        (xt, st_x), (wt, st_w), (yt, st_y) = (b.tensor(uid, s) for uid, s in ((UID_X, x), (UID_W, w), (UID_Y, y)))
-        conv, st_c = b.conv(2, pad=[pad, pad], stride=[stride, stride])
-        if any(st_x + st_w + st_y + st_c):
-            return 0
-        operation, sts = b.conv_op(OP_KIND[CONV_OPS[op]], xt, wt, yt, conv)
-        if any(sts):
-            return 0
-        graph, sts = b.graph([operation], handle)
-        if any(sts):
-            return 0
+        graph = conv_graph(b, handle, op, x, w, y, [pad, pad], [stride, stride])
         heur = b.create(ENGINEHEUR)
         assert b.set_desc(heur, A_HEUR_GRAPH, graph) == 0
         assert b.set(heur, A_HEUR_MODE, T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(HEUR_INSTANT))) == 0
@@ -79,6 +67,8 @@ def ranked(
         st, n = b.get(heur, A_HEUR_RESULTS, T_DESC, 0, None)
         assert st == 0
         return int(n)
+    except GraphApiError:  # the graph refused
+        return 0
     finally:
         b.destroy_all()
 
