@@ -81,6 +81,18 @@ ADDED = (
         measured_at REAL NOT NULL,
         PRIMARY KEY (backend_id, name)
     ) WITHOUT ROWID""",
+    # Benchmarks in progress (see ucudnn._cache_claims): which process is measuring a kernel at a size, so that the
+    # ranks planning the same kernel at once share its sizes instead of each measuring all of them.
+    """CREATE TABLE IF NOT EXISTS benchmark_claims (
+        key TEXT NOT NULL,
+        backend_id TEXT NOT NULL,
+        batch INTEGER NOT NULL,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        claimed_at REAL NOT NULL,
+        PRIMARY KEY (key, backend_id, batch)
+    ) WITHOUT ROWID""",
 )
 _TABLES = frozenset({"benchmark_runs", "benchmarks", "plans"})
 # Columns that may hold NULL (a failed algorithm has no time); every other column must hold its declared type.

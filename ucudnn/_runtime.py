@@ -377,7 +377,8 @@ def register() -> bool:
 
 
 def _check_benchmark_devices() -> None:
-    """The original's UCUDNN_BENCHMARK_DEVICES is accepted, but benchmarks run on the caller's device only."""
+    """The original's UCUDNN_BENCHMARK_DEVICES is accepted, but one process benchmarks on the caller's device only
+    (processes on several devices share their benchmarks through the cache: UCUDNN_BENCHMARK_WAIT)."""
     try:
         devices = config.benchmark_devices()
     except config.ConfigError as exc:
@@ -385,8 +386,8 @@ def _check_benchmark_devices() -> None:
         return
     if len(devices) > 1:
         log.warning(
-            "UCUDNN_BENCHMARK_DEVICES=%s: parallel benchmarking across GPUs is not implemented; "
-            "benchmarking on the caller's device",
+            "UCUDNN_BENCHMARK_DEVICES=%s: one process does not benchmark across GPUs; benchmarking on the "
+            "caller's device (one process per GPU shares the benchmarks through the cache instead)",
             ",".join(map(str, devices)),
         )
 

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ucudnn import config
+from ucudnn import _cache_claims, config
+from ucudnn._cache_claims import Claim, Holder, Outcome
 from ucudnn._cache_rows import (
     EXPORT_FORMAT,
     SCHEMA_VERSION,
@@ -68,6 +69,9 @@ __all__ = [
     "BenchmarkRow",
     "Cache",
     "CacheError",
+    "Claim",
+    "Holder",
+    "Outcome",
     "PlanKey",
     "Unallocated",
     "Verdict",
@@ -241,6 +245,38 @@ class Cache:
     def get_benchmark(self, key: str, backend_id: str, batch: int, **filters: Any) -> list[AlgoPerf] | None:
         """One size's stored run (see ``get_benchmarks``), or None if ``batch`` was never benchmarked."""
         return self.get_benchmarks(key, backend_id, [batch], **filters).get(batch)
+
+    # ---------------------------------------------------------------- benchmarks in progress
+
+    @property
+    def shared(self) -> bool:
+        """True when other processes may plan on this cache with this one: a file, open for writing."""
+        return self.path is not None and not self.memory_only and not self.read_only
+
+    def claim_benchmark(self, key: str, backend_id: str, batch: int, *, since: float, stale_after_s: float) -> Claim:
+        """Claim the benchmark of ``key`` at ``batch`` for this process (see :mod:`ucudnn._cache_claims`): CLAIMED
+        (measure it, then ``release_benchmark``), MEASURED (a run was stored at or after ``since``: read it) or
+        HELD (a live process claimed it less than ``stale_after_s`` ago: wait for its run)."""
+        check_key(key, backend_id)
+        check_positive("batch", batch)
+        return self._store.write(
+            lambda conn: _cache_claims.claim(conn, key, backend_id, batch, since=since, stale_after_s=stale_after_s)
+        )
+
+    def release_benchmark(self, key: str, backend_id: str, batch: int, token: str) -> None:
+        """Drop this process's claim on ``key`` at ``batch`` (its run stored, or its benchmark failed)."""
+        self._store.write(lambda conn: _cache_claims.release(conn, key, backend_id, batch, token))
+
+    def benchmark_progress(
+        self, key: str, backend_id: str, batches: Sequence[int]
+    ) -> tuple[dict[int, float], dict[int, Holder]]:
+        """For a waiter's poll, in two reads: {b: when its run was stored} and {b: who claimed it} of ``batches``."""
+        if not batches:
+            return {}, {}
+        runs_sql, claims_sql = _cache_claims.progress_sql(batches)
+        params = (key, backend_id, *batches)
+        runs = {int(b): float(t) for b, t in self._store.read(runs_sql, params) if is_int(b, 1) and is_time(t)}
+        return runs, _cache_claims.holders(self._store.read(claims_sql, params))
 
     # ---------------------------------------------------------------- plans
 

@@ -125,10 +125,21 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_BENCHMARK_DEVICES",
         Kind.STRING,
         "",
-        "Comma-separated GPU ordinals (the original's name). Parallel benchmarking across GPUs is not implemented "
-        "yet: benchmarks run on the caller's device, and a list of more than one device says so once.",
+        "Comma-separated GPU ordinals (the original's name). One process does not benchmark on several GPUs: its "
+        "benchmarks run on the caller's device, and a list of more than one device says so once. Processes on "
+        "several GPUs (data-parallel ranks) share their benchmarks instead: see `UCUDNN_BENCHMARK_WAIT`.",
         pattern="[0-9]{1,9}( *, *[0-9]{1,9})*",
         expected="comma-separated GPU ordinals, e.g. 0,1,2",
+    ),
+    Var(
+        "UCUDNN_BENCHMARK_WAIT",
+        Kind.COUNT,
+        "60",
+        "Seconds a planner waits for a benchmark another process on the same cache is running. Processes that plan "
+        "a kernel at once (data-parallel ranks on identical GPUs) claim its micro-batch sizes in the cache, each "
+        "measures the sizes nobody else claimed, and reads the others' runs as they land. A claim older than this, "
+        "or whose process has died, is taken over; past it the waiter measures what is missing itself. 0: no "
+        "sharing, each process measures every size the cache lacks.",
     ),
     Var(
         "UCUDNN_VERIFY_SAMPLES",

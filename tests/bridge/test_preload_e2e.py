@@ -15,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,55 @@ def test_four_processes_share_one_database(framework: Framework, tmp_path: Path)
         assert dup == (0,)
         kernels = conn.execute("SELECT COUNT(DISTINCT key) FROM plans").fetchone()
         assert kernels == (3,)  # forward, backward data, backward filter of the one layer
+        (runs,) = conn.execute("SELECT COUNT(*) FROM benchmark_runs").fetchone()
+        assert conn.execute("SELECT COUNT(*) FROM benchmark_claims").fetchone() == (0,)
+    # Each size of each kernel was measured once between the four processes (UCUDNN_BENCHMARK_WAIT): whoever
+    # claimed it first measured it, the others waited for its run or found it in the cache.
+    measured = [stats(tmp_path, str(i))["legacy_benchmarks"] for i in range(4)]
+    assert sum(measured) == runs, measured
+
+
+def measured_env(tmp: Path, db: Path, tag: str) -> dict[str, str]:
+    # Find* times the algorithms for real, so each size's benchmark takes a while (the modelled times take none).
+    return env_for(tmp, preload=True, db=db, tag=tag) | {"UCUDNN_HOST_TIMING": "measure"}
+
+
+def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp_path: Path) -> None:
+    # Four Python hosts plan the same layer at the same moment on one cache, as data-parallel ranks do.
+    ref = python_host(framework, tmp_path / "ref", env_for(tmp_path, preload=False))
+    assert ref.returncode == 0, ref.stderr
+    db, go = tmp_path / "shared.sqlite", tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "fw_host.py"),
+                str(framework.fakefw),
+                str(tmp_path / f"r{i}"),
+                *SHAPE,
+                "--start-after",
+                str(go),
+            ],
+            env=measured_env(tmp_path, db, str(i)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    time.sleep(3)  # every rank has registered its planner and polls for the start
+    go.touch()
+    for i, p in enumerate(procs):
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, f"process {i}: {err}"
+        assert_close(tmp_path / f"r{i}", tmp_path / "ref")
+    with sqlite3.connect(db) as conn:
+        (runs,) = conn.execute("SELECT COUNT(*) FROM benchmark_runs").fetchone()
+    assert runs == 3 * 5  # three kernels at b = 16, 8, 4, 2, 1
+    measured = [stats(tmp_path, str(i))["legacy_benchmarks"] for i in range(4)]
+    # Without sharing (UCUDNN_BENCHMARK_WAIT=0) each rank reads an empty cache and measures all 15.
+    assert sum(measured) == runs, measured
+    assert sum(1 for m in measured if m) >= 2, measured  # the ranks measured side by side
 
 
 def test_raising_planner_passes_through(framework: Framework, tmp_path: Path) -> None:
