@@ -5,8 +5,8 @@ Usage: fw_host.py LIBFAKEFW OUT_PREFIX N C H W K R S PAD [--planner-raises] [--s
 
 Writes OUT_PREFIX.{y,dx,dw}.npy and prints {"algos": [...]} as JSON. With --planner-raises, ucudnn's planner
 callback is registered first and its planner replaced by one that raises, before any convolution runs. With
---start-after PATH, the planner is registered first and the step waits (at most 60 s) until PATH exists: ranks
-started together then plan at the same moment.
+--start-after PATH, the planner is registered first, PATH.ready.PID written, and the step waits (at most 60 s)
+until PATH exists: ranks started together then plan at the same moment.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def main(argv: list[str]) -> int:
 
         assert _runtime.registered(), "the shim should be loaded (LD_PRELOAD)"
         start = argv[argv.index("--start-after") + 1]
+        with open(f"{start}.ready.{os.getpid()}", "w"):
+            pass
         deadline = time.monotonic() + 60
         while not os.path.exists(start) and time.monotonic() < deadline:
             time.sleep(0.001)

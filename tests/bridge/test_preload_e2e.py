@@ -219,7 +219,9 @@ def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp
         )
         for i in range(4)
     ]
-    time.sleep(3)  # every rank has registered its planner and polls for the start
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready.*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every rank has registered its planner and polls for the start
     go.touch()
     for i, p in enumerate(procs):
         _, err = p.communicate(timeout=180)
