@@ -423,6 +423,7 @@ class Cache:
             "plans": one("SELECT COUNT(*) FROM plans"),
             "verdicts": self._optional_count("verdicts"),
             "device_facts": self._optional_count("device_facts"),
+            "benchmark_claims": self._optional_count("benchmark_claims"),
             "file_bytes": self._store.file_bytes(),
             "backends": dict(sorted(backends.items())),
         }

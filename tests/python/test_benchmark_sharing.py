@@ -197,6 +197,7 @@ def test_a_claim_answers_measured_for_a_run_stored_since_the_read(tmp_path: Path
         assert held.outcome is Outcome.HELD and held.holder is not None and held.holder.pid == os.getpid()
         c.release_benchmark(KEY, BACKEND, 8, "not-the-token")  # someone else's release drops nothing
         assert list(c.benchmark_progress(KEY, BACKEND, [8])[1]) == [8]
+        assert c.stats()["benchmark_claims"] == 1
         c.release_benchmark(KEY, BACKEND, 8, later.token)
         assert c.benchmark_progress(KEY, BACKEND, [8])[1] == {}
 

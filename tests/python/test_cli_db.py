@@ -185,3 +185,12 @@ def test_list_fits_in_120_columns_with_short_names(tmp_path: Path) -> None:
     assert "[0] fwd x32x16x16 w64x32x5x5 pad2,2" in r.stdout and key not in r.stdout
     assert "3 x 8 GEMM + 2 x 4 FFT" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 120
+
+
+def test_stats_say_benchmarks_in_progress(db: Path) -> None:
+    plain = ucudnn("db", "--database", str(db), "stats")
+    assert plain.returncode == 0 and "in progress" not in plain.stdout
+    with Cache(db) as c:
+        c.claim_benchmark(KEY, "gpu", 8, since=0.0, stale_after_s=60)  # a rank measuring b=8 right now
+    busy = ucudnn("db", "--database", str(db), "stats")
+    assert busy.returncode == 0 and "in progress:     1 benchmark(s) claimed" in busy.stdout

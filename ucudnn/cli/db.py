@@ -167,6 +167,8 @@ def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
     print(f"kernels:         {stats['kernels']}")
     print(f"benchmark runs:  {stats['benchmark_runs']} ({stats['benchmark_rows']} algorithm rows)")
     print(f"plans:           {stats['plans']}")
+    if stats.get("benchmark_claims"):  # sizes being measured now, or claims a killed process left (void)
+        print(f"in progress:     {stats['benchmark_claims']} benchmark(s) claimed by planning processes")
     for backend, counts in stats["backends"].items():
         print(f"backend:         {backend}: {counts['benchmark_runs']} runs, {counts['plans']} plans")
 
