@@ -12,6 +12,9 @@ the DP).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ import pytest
 
 from tests.host import _graph as G
 
-from .conftest import run_python_host
+from .conftest import base_env, project_pythonpath, run_python_host
 
 HOST = Path(__file__).with_name("graph_host.py")
 FWD, DGRAD, WGRAD = 0, 1, 2
@@ -232,6 +235,47 @@ def test_the_planner_benchmarks_engines_into_the_cache_and_plans(
     _, again = run(host_lib, preload_lib, tmp_path, spec, {**env, "UCUDNN_LOG_LEVEL": "debug"})
     assert again["workspace"] == rep["workspace"]
     assert benchmark_rows(tmp_path / "cache.sqlite") == rows
+
+
+def test_ranks_planning_one_graph_measure_its_sizes_between_them(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """Four processes build the same graph at the same moment on one cache, as data-parallel ranks do: each
+    micro-batch size is measured by one of them (UCUDNN_BENCHMARK_WAIT), so the engines they time add up to what
+    one process alone times, with the same result in each. Find-like timings are real here (the modelled ones take
+    no time, so nothing would overlap)."""
+    spec = {**BIG, "op": FWD, "repeat": 1}
+    expected, _ = run(host_lib, preload_lib, tmp_path, spec, None)
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": str(300 * 1024), "UCUDNN_HOST_TIMING": "measure"}
+    alone_dir = tmp_path / "alone"
+    alone_dir.mkdir()
+    _, alone = run(host_lib, preload_lib, alone_dir, spec, env)
+    timed_alone = alone["stats"]["graph_benchmarks"]
+    assert timed_alone > 0
+    go = tmp_path / "go"
+    full = base_env() | env
+    full |= {"PYTHONPATH": project_pythonpath(full), "UCUDNN_DATABASE": str(tmp_path / "shared.sqlite"),
+             "LD_PRELOAD": str(preload_lib)}  # fmt: skip
+    outs = [tmp_path / f"rank{i}" for i in range(4)]
+    procs = []
+    for out in outs:
+        out.mkdir()
+        args = [sys.executable, str(HOST), str(host_lib), json.dumps(spec | {"start_after": str(go)}), str(out)]
+        procs.append(subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready.*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    timed = []
+    for proc, out in zip(procs, outs, strict=True):
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        report = json.loads((out / "report.json").read_text())
+        assert report["status"] == 0 and report["stats"]["planner_calls"] >= 1, report
+        close(np.load(out / "out.npy"), expected)
+        timed.append(report["stats"]["graph_benchmarks"])
+    assert sum(timed) == timed_alone, (timed, timed_alone)  # four times as many with UCUDNN_BENCHMARK_WAIT=0
+    assert sum(1 for t in timed if t) >= 2, timed  # side by side
 
 
 def test_one_graph_is_one_kernel_whatever_the_environment_of_its_process(
