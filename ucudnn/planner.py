@@ -288,7 +288,8 @@ class Planner:
         its ``workspace_limit_bytes``.
 
         A stored plan is returned without benchmarking; otherwise the candidate sizes the cache lacks are
-        benchmarked (largest first), stored, and the optimizer run. Status OPTIMAL carries the plan; INFEASIBLE
+        benchmarked (largest first; sizes another process on the same cache is measuring are waited for, see
+        ``benchmark_wait_s``), stored, and the optimizer run. Status OPTIMAL carries the plan; INFEASIBLE
         means nothing fits (the shim passes the call through). Raises ValueError for malformed arguments.
         """
         req = PlanRequest.of(request, fields)
