@@ -21,7 +21,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ucudnn._cache_rows import is_int, is_time
@@ -120,10 +120,10 @@ def release(conn: sqlite3.Connection, key: str, backend_id: str, batch: int, tok
     )
 
 
-def progress_sql(batches: Iterable[int]) -> tuple[str, str]:
+def progress_sql(batches: Sequence[int]) -> tuple[str, str]:
     """The two reads of a waiter's poll over ``batches``: runs stored (batch, measured_at) and claims (batch, host,
     pid, claimed_at), each taking (key, backend_id, *batches)."""
-    marks = ", ".join("?" * len(list(batches)))
+    marks = ", ".join("?" * len(batches))
     runs = f"SELECT batch, measured_at FROM benchmark_runs WHERE key = ? AND backend_id = ? AND batch IN ({marks})"
     claims = (
         "SELECT batch, host, pid, claimed_at FROM benchmark_claims "

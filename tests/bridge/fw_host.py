@@ -5,17 +5,15 @@ Usage: fw_host.py LIBFAKEFW OUT_PREFIX N C H W K R S PAD [--planner-raises] [--s
 
 Writes OUT_PREFIX.{y,dx,dw}.npy and prints {"algos": [...]} as JSON. With --planner-raises, ucudnn's planner
 callback is registered first and its planner replaced by one that raises, before any convolution runs. With
---start-after PATH, the planner is registered first, PATH.ready.PID written, and the step waits (at most 60 s)
-until PATH exists: ranks started together then plan at the same moment.
+--start-after PATH (the checkout on PYTHONPATH), the step waits for tests/_start.py's go file PATH: ranks started
+together then plan at the same moment.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
-import os
 import sys
-import time
 
 import numpy as np
 
@@ -33,15 +31,9 @@ def main(argv: list[str]) -> int:
         _runtime._planner = Broken()  # type: ignore[assignment]
         assert _runtime.registered(), "the shim should be loaded (LD_PRELOAD)"
     if "--start-after" in argv[10:]:
-        from ucudnn import _runtime
+        from tests._start import ready_then_wait
 
-        assert _runtime.registered(), "the shim should be loaded (LD_PRELOAD)"
-        start = argv[argv.index("--start-after") + 1]
-        with open(f"{start}.ready.{os.getpid()}", "w"):
-            pass
-        deadline = time.monotonic() + 60
-        while not os.path.exists(start) and time.monotonic() < deadline:
-            time.sleep(0.001)
+        ready_then_wait(argv[argv.index("--start-after") + 1])
     lib = ctypes.CDLL(libpath)  # RTLD_LOCAL: libcudnn.so.9 stays out of the global scope
     n, c, h, w, k, r, s, pad = shape
     ho, wo = h + 2 * pad - r + 1, w + 2 * pad - s + 1

@@ -15,7 +15,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._env import project_pythonpath
+from tests._start import start_together
 from ucudnn import _paths
 
 from .conftest import C_DIR, HERE, clean_env, compile_c, run_cmd
@@ -192,8 +193,10 @@ def test_four_processes_share_one_database(framework: Framework, tmp_path: Path)
 
 
 def measured_env(tmp: Path, db: Path, tag: str) -> dict[str, str]:
-    # Find* times the algorithms for real, so each size's benchmark takes a while (the modelled times take none).
-    return env_for(tmp, preload=True, db=db, tag=tag) | {"UCUDNN_HOST_TIMING": "measure"}
+    # Find* times the algorithms for real, so each size's benchmark takes a while (the modelled times take none);
+    # the checkout on PYTHONPATH for tests/_start.py.
+    env = env_for(tmp, preload=True, db=db, tag=tag) | {"UCUDNN_HOST_TIMING": "measure"}
+    return env | {"PYTHONPATH": project_pythonpath(env)}
 
 
 def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp_path: Path) -> None:
@@ -219,10 +222,7 @@ def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp
         )
         for i in range(4)
     ]
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready.*"))) < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)  # until every rank has registered its planner and polls for the start
-    go.touch()
+    start_together(go, 4)
     for i, p in enumerate(procs):
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, f"process {i}: {err}"

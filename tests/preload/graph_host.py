@@ -7,21 +7,19 @@ Usage: graph_host.py HOST_LIBCUDNN SPEC_JSON OUT_DIR, SPEC_JSON keys: op (0 fwd,
 size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)), repeat (executions of the plan;
 model_ms is the last one's, on the host backend's model clock), real_order / benchmark / capacity (PyTorch 2.11's
 order in either benchmark mode, see graph_driver.c's run_real), no_planner (register a planner that always fails,
-so the shim's fallback decides, as in a C host without its embedded planner), start_after (a path: the planner is
-registered first, PATH.ready.PID written, and the graph built once PATH exists, at most 60 s later: ranks started
-together then plan at the same moment).
+so the shim's fallback decides, as in a C host without its embedded planner), start_after (tests/_start.py's go file:
+the graph is built once it exists, so ranks started together plan at the same moment).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+from tests._start import ready_then_wait
 from tests.host import _graph as G
 from ucudnn import bridge
 from ucudnn import testing as T
@@ -48,14 +46,7 @@ def main() -> int:
         # A planner that always fails: the shim's fallback (a C host without its embedded planner) decides.
         bridge.set_planner(lambda request, reply: 2)
     if spec.get("start_after"):
-        from ucudnn import _runtime
-
-        assert _runtime.registered(), "the shim should be loaded (LD_PRELOAD)"
-        start = spec["start_after"]
-        Path(f"{start}.ready.{os.getpid()}").touch()
-        deadline = time.monotonic() + 60
-        while not os.path.exists(start) and time.monotonic() < deadline:
-            time.sleep(0.001)
+        ready_then_wait(spec["start_after"])
     driver = G.Driver(Path(sys.argv[1]))
     n, c, k, s = spec["n"], spec["c"], spec["k"], spec["size"]
     f, groups = spec.get("filt", 3), spec.get("groups", 1)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests._start import start_together
 from tests.host import _graph as G
 
 from .conftest import base_env, project_pythonpath, run_python_host
@@ -262,10 +262,7 @@ def test_ranks_planning_one_graph_measure_its_sizes_between_them(
         out.mkdir()
         args = [sys.executable, str(HOST), str(host_lib), json.dumps(spec | {"start_after": str(go)}), str(out)]
         procs.append(subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready.*"))) < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    go.touch()
+    start_together(go, 4)
     timed = []
     for proc, out in zip(procs, outs, strict=True):
         _, err = proc.communicate(timeout=180)
