@@ -387,8 +387,15 @@ def _cache_line(database: Path) -> str:
     if not_written:
         return (f"cache: {database} was not written ({not_written}): this run's benchmarks and plans stayed in "
                 "memory, so a second run measures them again")  # fmt: skip
-    return (f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
+    line = (f"cache: {database} (benchmarks and plans; a second run plans from it: `ucudnn db stats --database "
             f"{database}`)")  # fmt: skip
+    shared = runtime.shared_benchmarks() if runtime is not None else None
+    if shared:  # another process planned the same kernels on this cache at the same time
+        line += (f"; {shared.read} benchmark(s) measured by other processes planning the same kernels, "
+                 f"{shared.waited_s:.1f} s waited for them")  # fmt: skip
+        if shared.taken_over:
+            line += f", {shared.taken_over} claimed by them measured here after all (UCUDNN_BENCHMARK_WAIT)"
+    return line
 
 
 def _meta(

@@ -71,7 +71,7 @@ class Holder:
 class Claim:
     outcome: Outcome
     token: str = ""  # CLAIMED: what release() takes
-    holder: Holder | None = None  # HELD: who measures it
+    holder: Holder | None = None  # HELD: who measures it; CLAIMED: the void claim this one replaced, if any
 
 
 def _holder(row: tuple[object, ...] | None) -> Holder | None:
@@ -109,7 +109,7 @@ def claim(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (*where, token, HOST, os.getpid(), now),
     )
-    return Claim(Outcome.CLAIMED, token=token)
+    return Claim(Outcome.CLAIMED, token=token, holder=holder)
 
 
 def release(conn: sqlite3.Connection, key: str, backend_id: str, batch: int, token: str) -> None:

@@ -22,6 +22,7 @@ from ucudnn.bridge import ffi, lib
 from ucudnn.log import get_logger
 
 if TYPE_CHECKING:
+    from ucudnn._planner_sharing import SharedBenchmarks
     from ucudnn.network import Division, Network
     from ucudnn.optimizer import AlgoPerf
     from ucudnn.planner import Planner
@@ -73,7 +74,7 @@ def planner() -> Planner:
                 global _memory_only
                 _memory_only = str(exc)
                 cache = Cache.in_memory()
-            _planner = Planner(cache)
+            _planner = Planner(cache, on_shared=_note_shared)
         return _planner
 
 
@@ -84,6 +85,21 @@ def cache_not_written() -> str | None:
         if _planner is None:
             return None
         return _memory_only or _planner.cache.memory_only
+
+
+def shared_benchmarks() -> SharedBenchmarks | None:
+    """What measuring together with other processes on the same cache did for this process's plans (sizes read
+    from them, sizes of theirs measured here after all, seconds waited); None when nothing has been planned."""
+    with _lock:
+        return None if _planner is None else _planner.shared
+
+
+def _note_shared(tally: SharedBenchmarks) -> None:
+    # Counted in the shim's stats and exit summary; a shim without the call (or none) simply does not count them.
+    try:
+        bridge.note_shared_benchmarks(tally.read, tally.taken_over, tally.waited_s)
+    except ValueError as exc:
+        log.debug("%s", exc)
 
 
 def _note_division(division: Division) -> None:

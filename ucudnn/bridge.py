@@ -41,6 +41,7 @@ __all__ = [
     "last_plan",
     "lib",
     "note_division",
+    "note_shared_benchmarks",
     "set_option",
     "set_planner",
     "shim_loaded",
@@ -147,6 +148,19 @@ def note_division(kernels: int, budget_bytes: int, workspace_bytes: int, time_ms
         return False
     if status != 0:
         raise ValueError(f"ucudnn: the preload library refused the division ({kernels}, {time_ms!r} ms)")
+    return True
+
+
+def note_shared_benchmarks(read: int, taken_over: int, waited_s: float) -> bool:
+    """Tell the shim what sharing benchmarks with other processes did for the kernels planned (its stats and exit
+    summary count them): sizes read from the cache that another process measured meanwhile, sizes another process
+    had claimed and this one measured after all, and the seconds waited. False when the loaded shim has no
+    ``ucudnn_note_shared_benchmarks`` (or is not loaded); ValueError for arguments it refuses."""
+    status = lib.ucudnn_bridge_note_shared_benchmarks(read, taken_over, waited_s * 1e3)
+    if status == NO_SHIM:
+        return False
+    if status != 0:
+        raise ValueError(f"ucudnn: the preload library refused the counts ({read}, {taken_over}, {waited_s!r} s)")
     return True
 
 

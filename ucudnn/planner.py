@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 from ucudnn import config
 from ucudnn import policy as _policy
-from ucudnn.cache import Cache, CacheError, Holder, Outcome, PlanKey, Unallocated, Verdict
+from ucudnn._planner_sharing import SharedBenchmarks, SharedMeasure
+from ucudnn.cache import Cache, CacheError, PlanKey, Unallocated, Verdict
 from ucudnn.log import get_logger
 from ucudnn.optimizer import (
     AlgoPerf,
@@ -215,11 +216,16 @@ class Planner:
         *,
         policy: _policy.WorkspacePolicy | None = None,
         benchmark_wait_s: float | None = None,
+        on_shared: Callable[[SharedBenchmarks], None] | None = None,
     ) -> None:
         self.cache = cache if cache is not None else Cache.in_memory()
         self.policy = policy
         # How long to wait for a size another process is measuring (None: UCUDNN_BENCHMARK_WAIT, read per plan).
         self.benchmark_wait_s = benchmark_wait_s
+        # What measuring together with other processes did, summed over this planner's plans; each kernel's share
+        # also goes to on_shared (the preload library's stats, from ucudnn._runtime).
+        self.shared = SharedBenchmarks()
+        self._on_shared = on_shared
         self._call_costs: dict[str, float] = {}
         self._lock = threading.Lock()
         # (key, backend id, b) this planner measured without memory for some algorithm within the request's limit:
@@ -526,7 +532,8 @@ class Planner:
 
         missing = [b for b in sorted(sizes, reverse=True) if b not in stored]
         if wait_s > 0 and self.cache.shared and missing:
-            _SharedMeasure(self.cache, key, backend_id, limit, wait_s, read_at).run(missing, measure_here, stored)
+            sharing = SharedMeasure(self.cache, key, backend_id, limit, wait_s, read_at, measure_here, stored)
+            self._note_shared(sharing.run(missing))
         else:
             for b in missing:
                 measure_here(b)
@@ -537,6 +544,17 @@ class Planner:
             if 0 <= p.algo < algo_count and math.isfinite(p.time_ms) and p.time_ms >= 0
         )
         return _Measured(perfs, tuple(sorted(unusable)), tuple(sorted(short)))
+
+    def _note_shared(self, tally: SharedBenchmarks) -> None:
+        if not tally:
+            return
+        with self._lock:
+            self.shared += tally
+        if self._on_shared is not None:
+            try:
+                self._on_shared(tally)
+            except Exception as exc:  # a report is not worth failing a plan over
+                log.debug("cannot report shared benchmarks (%s)", exc)
 
     def _benchmark_wait(self) -> float:
         """Seconds to wait for another process's benchmark (UCUDNN_BENCHMARK_WAIT unless given to the planner);
@@ -562,93 +580,3 @@ class Planner:
             log.info("benchmark of %s at b=%d returned no algorithms; that size is not used", key, b)
             return None
         return rows
-
-
-# How often a waiter reads the cache for the runs of sizes other processes are measuring.
-_POLL_S = 0.05
-
-
-class _SharedMeasure:
-    """The missing sizes of one kernel measured together with the other processes planning it on the same cache
-    (see :mod:`ucudnn._cache_claims`): claimed sizes measured here, largest first; sizes others hold waited for,
-    within ``wait_s``; their runs read from the cache. Never fails a plan: a cache error measures here."""
-
-    def __init__(self, cache: Cache, key: str, backend_id: str, limit: int, wait_s: float, read_at: float) -> None:
-        self.cache, self.key, self.backend_id, self.limit = cache, key, backend_id, limit
-        self.wait_s, self.read_at = wait_s, read_at
-
-    def run(self, missing: Sequence[int], measure_here: Callable[[int], None], stored: dict[int, Any]) -> None:
-        held: dict[int, Holder] = {}
-        for b in missing:
-            holder = self._take(b, measure_here, stored)
-            if holder is not None:
-                held[b] = holder
-        if not held:
-            return
-        log.info("waiting up to %g s for the benchmarks of %s at b=%s that %s", self.wait_s, self.key,
-                 ",".join(map(str, held)), "; ".join(sorted({str(h) for h in held.values()})))  # fmt: skip
-        deadline = time.monotonic() + self.wait_s
-        while held and time.monotonic() < deadline:
-            time.sleep(_POLL_S)
-            try:
-                runs, holders = self.cache.benchmark_progress(self.key, self.backend_id, sorted(held))
-            except (sqlite3.Error, CacheError) as exc:
-                log.debug("cannot read %s (%s); measuring %s at b=%s here", self.cache, exc, self.key, list(held))
-                for b in sorted(held, reverse=True):
-                    measure_here(b)
-                return
-            now = time.time()
-            for b in sorted(held, reverse=True):
-                if b in runs and runs[b] >= self.read_at:
-                    self._read(b, measure_here, stored)
-                    del held[b]
-                elif b not in holders or not holders[b].live(now, self.wait_s):
-                    if b in holders:  # void: its process ended, or it has measured for longer than the bound
-                        why = holders[b].void_because(now, self.wait_s)
-                        log.warning("taking over the benchmark of %s at b=%d from %s (%s; UCUDNN_BENCHMARK_WAIT)",
-                                    self.key, b, holders[b], why)  # fmt: skip
-                    holder = self._take(b, measure_here, stored)  # released or void: claim it again
-                    if holder is None:
-                        del held[b]
-                    else:
-                        held[b] = holder
-        for b in sorted(held, reverse=True):
-            log.warning("%s has measured %s at b=%d for more than %g s (UCUDNN_BENCHMARK_WAIT); measuring it here",
-                        held[b], self.key, b, self.wait_s)  # fmt: skip
-            measure_here(b)
-
-    def _take(self, b: int, measure_here: Callable[[int], None], stored: dict[int, Any]) -> Holder | None:
-        """Claim ``b`` and measure it here, or read the run that landed; the holder when another process has it."""
-        try:
-            claim = self.cache.claim_benchmark(
-                self.key, self.backend_id, b, since=self.read_at, stale_after_s=self.wait_s
-            )
-        except (sqlite3.Error, CacheError) as exc:
-            log.debug("cannot claim %s at b=%d in %s (%s); measuring it here", self.key, b, self.cache, exc)
-            measure_here(b)
-            return None
-        if claim.outcome is Outcome.HELD:
-            return claim.holder
-        if claim.outcome is Outcome.MEASURED:
-            self._read(b, measure_here, stored)
-            return None
-        try:
-            measure_here(b)
-        finally:
-            try:
-                self.cache.release_benchmark(self.key, self.backend_id, b, claim.token)
-            except (sqlite3.Error, CacheError) as exc:  # void once this process ends or the wait bound passes
-                log.debug("cannot release the claim on %s at b=%d (%s)", self.key, b, exc)
-        return None
-
-    def _read(self, b: int, measure_here: Callable[[int], None], stored: dict[int, Any]) -> None:
-        """The run another process stored for ``b``; measured here when it is not usable within the limit (short
-        of memory for an algorithm that fits) or cannot be read."""
-        try:
-            got = self.cache.get_benchmarks(self.key, self.backend_id, [b], complete_within=self.limit)
-        except (sqlite3.Error, CacheError):
-            got = {}
-        if b in got:
-            stored[b] = got[b]
-        else:
-            measure_here(b)

@@ -21,6 +21,7 @@ typedef int (*set_option_fn)(const char *, const char *);
 typedef void (*clear_plans_fn)(void);
 typedef size_t (*json_fn)(char *, size_t);
 typedef int (*note_division_fn)(int, size_t, size_t, double);
+typedef int (*note_shared_fn)(int, int, double);
 typedef int (*set_recorder_fn)(ucudnn_recorder_fn);
 typedef int (*call_cost_fn)(void *, double *);
 typedef int (*set_framework_fn)(ucudnn_framework_fn);
@@ -53,6 +54,7 @@ SHIM_FN(clear_plans_fn, clear_plans)
 SHIM_FN(json_fn, stats_json)
 SHIM_FN(json_fn, last_plan_json)
 SHIM_FN(note_division_fn, note_division)
+SHIM_FN(note_shared_fn, note_shared_benchmarks)
 SHIM_FN(set_recorder_fn, set_recorder)
 SHIM_FN(call_cost_fn, measure_call_cost)
 SHIM_FN(set_framework_fn, set_framework_source)
@@ -120,6 +122,12 @@ int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspa
 {
     note_division_fn fn = shim_note_division();
     return fn ? fn(kernels, budget_bytes, workspace_bytes, time_ms) : UCUDNN_BRIDGE_NO_SHIM;
+}
+
+int ucudnn_bridge_note_shared_benchmarks(int read, int taken_over, double waited_ms)
+{
+    note_shared_fn fn = shim_note_shared_benchmarks();
+    return fn ? fn(read, taken_over, waited_ms) : UCUDNN_BRIDGE_NO_SHIM;
 }
 
 static int json_call(json_fn fn, char *buf, size_t len, size_t *needed)

@@ -57,6 +57,9 @@ int ucudnn_bridge_clear_plans(void);
 /* ucudnn_note_division(...): 0, -1 (bad arguments), or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
 int ucudnn_bridge_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
 
+/* ucudnn_note_shared_benchmarks(...): 0, -1 (bad arguments), or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
+int ucudnn_bridge_note_shared_benchmarks(int read, int taken_over, double waited_ms);
+
 /* ucudnn_set_recorder(recorder); NULL unregisters. 0 or UCUDNN_BRIDGE_NO_SHIM (also for a shim without it). */
 int ucudnn_bridge_set_recorder(ucudnn_recorder_fn recorder);
 

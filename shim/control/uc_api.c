@@ -68,6 +68,11 @@ UC_EXPORT int ucudnn_note_division(int kernels, size_t budget_bytes, size_t work
     return uc_report_division(kernels, budget_bytes, workspace_bytes, time_ms);
 }
 
+UC_EXPORT int ucudnn_note_shared_benchmarks(int read, int taken_over, double waited_ms)
+{
+    return uc_report_shared_benchmarks(read, taken_over, waited_ms);
+}
+
 /* ---- the program's side ---- */
 
 UC_EXPORT int ucudnn_version(void)

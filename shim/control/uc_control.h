@@ -14,6 +14,7 @@ void *uc_hook_address(int i);
 /* Stats as JSON (malloc'd, NULL when memory is short) and the planner's latest division (uc_report.c). */
 char *uc_stats_text(void);
 int uc_report_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
+int uc_report_shared_benchmarks(int read, int taken_over, double waited_ms);
 /* dlsym lookups answered with a hook before the library's constructors ran (uc_dlsym.c). */
 int uc_dlsym_early(void);
 

@@ -37,6 +37,16 @@ int uc_report_division(int kernels, size_t budget_bytes, size_t workspace_bytes,
     return 0;
 }
 
+int uc_report_shared_benchmarks(int read, int taken_over, double waited_ms)
+{
+    if (read < 0 || taken_over < 0 || !(waited_ms >= 0.0) || waited_ms > 1e12) /* 1e12 ms in ns fits a counter */
+        return -1;
+    UC_COUNT(shared_benchmarks, read);
+    UC_COUNT(benchmark_takeovers, taken_over);
+    UC_COUNT(benchmark_wait_ns, (unsigned long long)(waited_ms * 1e6));
+    return 0;
+}
+
 char *uc_stats_text(void)
 {
     const uc_real_table *r = uc_real_if_resolved(); /* at exit: never a lookup of its own */
@@ -185,6 +195,21 @@ static void summary_short(uc_sb *s)
     uc_sb_printf(s, ")");
 }
 
+/* Benchmarks read from other processes planning the same kernels on the same cache (data-parallel ranks). */
+static void summary_shared(uc_sb *s)
+{
+    unsigned long long read = atomic_load(&uc_stat.shared_benchmarks),
+                       taken = atomic_load(&uc_stat.benchmark_takeovers),
+                       waited_ns = atomic_load(&uc_stat.benchmark_wait_ns);
+    if (!read && !taken)
+        return;
+    uc_sb_printf(s, "; %llu benchmark(s) measured by other processes planning the same kernels"
+                    " (%.1f s waited for them)",
+                 read, (double)waited_ns / 1e9);
+    if (taken)
+        uc_sb_printf(s, ", %llu claimed by them measured here after all (UCUDNN_BENCHMARK_WAIT)", taken);
+}
+
 /* The graph path's plans, their checks, and those over an explicit limit. */
 static void summary_graph(uc_sb *s, unsigned long long gplans)
 {
@@ -222,6 +247,7 @@ static void say_summary(void)
     summary_calls(&s, kernels, calls);
     summary_workspace(&s, calls);
     summary_short(&s);
+    summary_shared(&s);
     if (gplans)
         summary_graph(&s, gplans);
     char *line = uc_sb_take(&s); /* NULL only where memory ran out: then no line */

@@ -382,6 +382,29 @@ def test_the_last_line_says_whether_the_cache_was_written(tmp_path: Path) -> Non
     assert r.returncode == 0 and f"cache: {good} (benchmarks and plans; a second run plans from it" in r.stdout
 
 
+def test_the_last_line_says_what_other_processes_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs started together on one cache measure the sizes of their kernels between them
+    (docs/how-it-works.md, "Ranks share their benchmarks"); each says what it read from the other."""
+    from types import SimpleNamespace
+
+    from ucudnn._planner_sharing import SharedBenchmarks
+    from ucudnn.bench import cli
+
+    db = tmp_path / "cache.sqlite"
+    for shared, said in [
+        (None, None),  # nothing planned
+        (SharedBenchmarks(), None),  # alone on the cache
+        (SharedBenchmarks(7, 0, 2.04), "; 7 benchmark(s) measured by other processes planning the same kernels, "
+                                       "2.0 s waited for them"),
+        (SharedBenchmarks(1, 2, 61.0), ", 2 claimed by them measured here after all (UCUDNN_BENCHMARK_WAIT)"),
+    ]:  # fmt: skip
+        runtime = SimpleNamespace(cache_not_written=lambda: None, shared_benchmarks=lambda s=shared: s)
+        monkeypatch.setitem(sys.modules, "ucudnn._runtime", runtime)
+        line = cli._cache_line(db)
+        assert line.startswith(f"cache: {db} (benchmarks and plans; a second run plans from it")
+        assert ("measured by other processes" in line) == (said is not None) and (said is None or said in line)
+
+
 @pytest.mark.parametrize("blank", ["", "   "])
 def test_a_blank_database_is_the_default_never_a_file_named_by_blanks(tmp_path: Path, blank: str) -> None:
     problems = write(tmp_path, "tiny.csv", "\n".join(TINY.splitlines()[:2]) + "\n")

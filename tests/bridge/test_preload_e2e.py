@@ -223,17 +223,29 @@ def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp
         for i in range(4)
     ]
     start_together(go, 4)
+    errs = []
     for i, p in enumerate(procs):
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, f"process {i}: {err}"
         assert_close(tmp_path / f"r{i}", tmp_path / "ref")
+        errs.append(err)
     with sqlite3.connect(db) as conn:
         (runs,) = conn.execute("SELECT COUNT(*) FROM benchmark_runs").fetchone()
     assert runs == 3 * 5  # three kernels at b = 16, 8, 4, 2, 1
-    measured = [stats(tmp_path, str(i))["legacy_benchmarks"] for i in range(4)]
+    counts = [stats(tmp_path, str(i)) for i in range(4)]
+    measured = [s["legacy_benchmarks"] for s in counts]
     # Without sharing (UCUDNN_BENCHMARK_WAIT=0) each rank reads an empty cache and measures all 15.
     assert sum(measured) == runs, measured
     assert sum(1 for m in measured if m) >= 2, measured  # the ranks measured side by side
+    # What each rank did not measure it read: from the cache before it started (another rank's kernel already
+    # planned), or as another rank's benchmark landed while it planned -- counted, and said at exit.
+    shared = [s["shared_benchmarks"] for s in counts]
+    assert all(m + r <= runs for m, r in zip(measured, shared, strict=True)), (measured, shared)
+    assert sum(shared) > 0, (measured, shared)  # the ranks measured side by side, so each read the others' sizes
+    assert not any(s["benchmark_takeovers"] for s in counts), counts  # every rank lived: nothing taken over
+    for r, s, err in zip(shared, counts, errs, strict=True):
+        said = f"{r} benchmark(s) measured by other processes planning the same kernels"
+        assert (said in err) == (r > 0) and (s["benchmark_wait_ms"] > 0) == (r > 0), (r, s, err)
 
 
 def test_raising_planner_passes_through(framework: Framework, tmp_path: Path) -> None:

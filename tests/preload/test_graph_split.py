@@ -263,7 +263,7 @@ def test_ranks_planning_one_graph_measure_its_sizes_between_them(
         args = [sys.executable, str(HOST), str(host_lib), json.dumps(spec | {"start_after": str(go)}), str(out)]
         procs.append(subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     start_together(go, 4)
-    timed = []
+    timed, shared = [], []
     for proc, out in zip(procs, outs, strict=True):
         _, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err
@@ -271,8 +271,11 @@ def test_ranks_planning_one_graph_measure_its_sizes_between_them(
         assert report["status"] == 0 and report["stats"]["planner_calls"] >= 1, report
         close(np.load(out / "out.npy"), expected)
         timed.append(report["stats"]["graph_benchmarks"])
+        shared.append(report["stats"]["shared_benchmarks"])
+        assert report["stats"]["benchmark_takeovers"] == 0, report
     assert sum(timed) == timed_alone, (timed, timed_alone)  # four times as many with UCUDNN_BENCHMARK_WAIT=0
     assert sum(1 for t in timed if t) >= 2, timed  # side by side
+    assert sum(shared) > 0, shared  # so each read sizes the others measured (counted in its stats)
 
 
 def test_one_graph_is_one_kernel_whatever_the_environment_of_its_process(

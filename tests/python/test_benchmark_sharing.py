@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ucudnn import config
+from ucudnn._planner_sharing import SharedBenchmarks
 from ucudnn.cache import Cache, Outcome
 from ucudnn.optimizer import AlgoPerf, Status
 from ucudnn.planner import Planner
@@ -33,7 +34,10 @@ def _plan(planner: Planner, bench: object) -> object:
     )  # fmt: skip
 
 
-def _rank(path: str, log_path: str, wait_s: float, start: object) -> list[tuple[int, int, int]]:
+Micro = list[tuple[int, int, int]]
+
+
+def _rank(path: str, log_path: str, wait_s: float, start: object) -> tuple[Micro, SharedBenchmarks, int]:
     def bench(b: int) -> list[AlgoPerf]:
         time.sleep(STEP_S)
         with open(log_path, "a") as f:  # one short O_APPEND write a line: lines never interleave
@@ -44,27 +48,37 @@ def _rank(path: str, log_path: str, wait_s: float, start: object) -> list[tuple[
     start.wait()  # type: ignore[attr-defined]  # every rank plans at once, as data-parallel ranks do
     result = _plan(planner, bench)
     assert result.status is Status.OPTIMAL  # type: ignore[attr-defined]
-    return [(m.batch, m.algo, m.math_type) for m in result.plan.micro_batches]  # type: ignore[attr-defined]
+    micro = [(m.batch, m.algo, m.math_type) for m in result.plan.micro_batches]  # type: ignore[attr-defined]
+    return micro, planner.shared, os.getpid()
 
 
-def _ranks(tmp_path: Path, wait_s: float) -> tuple[list[list[tuple[int, int, int]]], list[tuple[int, int]]]:
-    """RANKS processes plan the kernel at once: (their plans, (pid, b) of every benchmark any of them ran)."""
+Ranks = tuple[list[Micro], list[tuple[int, SharedBenchmarks]], list[tuple[int, int]]]
+
+
+def _ranks(tmp_path: Path, wait_s: float) -> Ranks:
+    """RANKS processes plan the kernel at once: (their plans, each one's pid and what sharing did for it, (pid, b)
+    of every benchmark any of them ran)."""
     log_path = tmp_path / "benchmarks.log"
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         start = manager.Barrier(RANKS)
         with ctx.Pool(RANKS) as pool:
             args = [(str(tmp_path / "shared.sqlite"), str(log_path), wait_s, start)] * RANKS
-            plans = pool.starmap(_rank, args, chunksize=1)
+            ranks = pool.starmap(_rank, args, chunksize=1)
     runs = [(int(p), int(b)) for p, b in (line.split() for line in log_path.read_text().splitlines())]
-    return plans, runs
+    return [plan for plan, _, _ in ranks], [(pid, shared) for _, shared, pid in ranks], runs
 
 
 def test_ranks_measure_each_size_once_between_them(tmp_path: Path) -> None:
-    plans, runs = _ranks(tmp_path, wait_s=60)
+    plans, shared, runs = _ranks(tmp_path, wait_s=60)
     assert sorted(b for _, b in runs) == sorted(SIZES)  # each size once, by one of the ranks
     assert len({pid for pid, _ in runs}) >= 2  # and the work was shared (each size takes STEP_S)
     assert all(p == plans[0] for p in plans)  # every rank plans from the same measurements
+    # What a rank did not measure it read as the others' runs landed, waiting for them; nothing was taken over.
+    for pid, tally in shared:
+        measured_here = sum(1 for p, _ in runs if p == pid)
+        assert tally.read == len(SIZES) - measured_here and tally.taken_over == 0, (pid, tally, runs)
+    assert any(tally.waited_s > 0 for _, tally in shared), shared
     with Cache(tmp_path / "shared.sqlite") as c:
         assert c.benchmark_progress(KEY, BACKEND, SIZES)[1] == {}  # no claim is left behind
         assert sorted(c.get_benchmarks(KEY, BACKEND, SIZES)) == sorted(SIZES)
@@ -72,9 +86,10 @@ def test_ranks_measure_each_size_once_between_them(tmp_path: Path) -> None:
 
 def test_without_sharing_every_rank_measures_every_size(tmp_path: Path) -> None:
     # UCUDNN_BENCHMARK_WAIT=0, i.e. before sharing: the ranks read an empty cache at once and all measure all.
-    plans, runs = _ranks(tmp_path, wait_s=0)
+    plans, shared, runs = _ranks(tmp_path, wait_s=0)
     assert sorted(b for _, b in runs) == sorted(SIZES * RANKS)
     assert all(p == plans[0] for p in plans)
+    assert [tally for _, tally in shared] == [SharedBenchmarks()] * RANKS  # nothing read from another, no wait
 
 
 class Counted:
@@ -110,8 +125,10 @@ def test_the_claim_of_a_process_that_died_is_taken_over_at_once(tmp_path: Path) 
     _hold(path, 64, pid=_dead_pid())
     bench = Counted()
     started = time.monotonic()
-    assert _plan(Planner(Cache(path), benchmark_wait_s=60), bench).status is Status.OPTIMAL  # type: ignore[attr-defined]
+    planner = Planner(Cache(path), benchmark_wait_s=60)
+    assert _plan(planner, bench).status is Status.OPTIMAL  # type: ignore[attr-defined]
     assert time.monotonic() - started < 10 and bench.calls == SIZES
+    assert planner.shared == SharedBenchmarks(read=0, taken_over=1, waited_s=0.0)  # claimed over it, no wait
 
 
 def test_a_claim_older_than_the_bound_is_void_also_from_another_host(tmp_path: Path) -> None:
@@ -132,7 +149,8 @@ def test_a_live_holder_is_waited_for_within_the_bound_then_measured_here(
         _hold(path, 32, pid=stuck.pid)  # alive, and never stores a run (a stopped process)
         bench = Counted()
         started = time.monotonic()
-        result = _plan(Planner(Cache(path), benchmark_wait_s=1), bench)
+        planner = Planner(Cache(path), benchmark_wait_s=1)
+        result = _plan(planner, bench)
         waited = time.monotonic() - started
     finally:
         stuck.kill()
@@ -140,6 +158,7 @@ def test_a_live_holder_is_waited_for_within_the_bound_then_measured_here(
     assert result.status is Status.OPTIMAL  # type: ignore[attr-defined]
     assert bench.calls == [64, 16, 8, 4, 2, 1, 32]  # the others first, the held size once the bound passed
     assert 1.0 <= waited < 10
+    assert planner.shared.read == 0 and planner.shared.taken_over == 1 and 1.0 <= planner.shared.waited_s <= waited
     said = [line for line in capsys.readouterr().err.splitlines() if "UCUDNN_BENCHMARK_WAIT" in line]
     assert len(said) == 1 and f"process {stuck.pid} on {socket.gethostname()}" in said[0]
 
@@ -158,10 +177,14 @@ def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> 
     thread = threading.Thread(target=finish)
     thread.start()
     bench = Counted()
-    result = _plan(Planner(Cache(path), benchmark_wait_s=60), bench)
+    reported: list[SharedBenchmarks] = []
+    planner = Planner(Cache(path), benchmark_wait_s=60, on_shared=reported.append)
+    result = _plan(planner, bench)
     thread.join()
     other.close()
     assert bench.calls == [32, 16, 8, 4, 2, 1]  # never 64
+    assert reported == [planner.shared] and planner.shared.read == 1 and planner.shared.taken_over == 0
+    assert 0 < planner.shared.waited_s < 10
     assert result.status is Status.OPTIMAL  # type: ignore[attr-defined]
     alone = _plan(Planner(), Counted())
     assert result.plan == alone.plan  # type: ignore[attr-defined]
@@ -179,10 +202,12 @@ def test_a_holder_whose_benchmark_failed_leaves_the_size_to_the_waiter(tmp_path:
     thread = threading.Thread(target=fail)
     thread.start()
     bench = Counted()
-    _plan(Planner(Cache(path), benchmark_wait_s=60), bench)
+    planner = Planner(Cache(path), benchmark_wait_s=60)
+    _plan(planner, bench)
     thread.join()
     other.close()
     assert bench.calls == [32, 16, 8, 4, 2, 1, 64]
+    assert planner.shared.read == 0 and planner.shared.taken_over == 1 and planner.shared.waited_s > 0
 
 
 def test_a_claim_answers_measured_for_a_run_stored_since_the_read(tmp_path: Path) -> None:

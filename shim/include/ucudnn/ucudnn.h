@@ -187,6 +187,16 @@ void ucudnn_clear_plans(void);
 int ucudnn_note_division(int kernels, size_t budget_bytes, size_t workspace_bytes, double time_ms);
 
 /*
+ * For the planner: of the batch sizes it needed for the kernels it planned, `read` were measured meanwhile by other
+ * processes planning the same kernels on the same cache (data-parallel ranks, UCUDNN_BENCHMARK_WAIT) and read from
+ * it, `taken_over` had been claimed by another process and were measured here after all (that process ended, or
+ * held its claim past the bound), and the planner waited `waited_ms` for them. Added to the stats
+ * ("shared_benchmarks", "benchmark_takeovers", "benchmark_wait_ms") and said in the exit summary. Returns 0, or -1
+ * (nothing added) for a negative count or a time that is negative, not finite, or over 1e12 ms.
+ */
+int ucudnn_note_shared_benchmarks(int read, int taken_over, double waited_ms);
+
+/*
  * Write a JSON object with the counters (calls, planned, micro_batches, passthrough, kernels, ..., divisions,
  * clears), the latest workspace division ("division": null or {kernels, budget_bytes, workspace_bytes, time_ms})
  * and "total_workspace_size" into buf.
