@@ -1,7 +1,8 @@
 """The cache's storage: opening its file, locking it, recovering from a damaged one, and short transactions.
 
-Several processes (data-parallel ranks) share one file: WAL mode, short ``BEGIN IMMEDIATE`` write transactions, a
-busy timeout and a retry on ``database is locked``, every wait bounded. A damaged or unusable cache of ours is
+Several processes (data-parallel ranks) share one file: WAL mode (the rollback journal where other hosts mount the
+file system too, :mod:`ucudnn._cache_fs`), short ``BEGIN IMMEDIATE`` write transactions, a busy timeout and a retry
+on ``database is locked``, every wait bounded. A damaged or unusable cache of ours is
 renamed aside, never deleted, and a fresh one created; a file that is not ours is never touched
 (:mod:`ucudnn._cache_schema` tells them apart). :class:`Store` is one such file (or a private in-memory database);
 :class:`ucudnn.cache.Cache` keeps its tables in one.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ucudnn import config
+from ucudnn._cache_fs import filesystem_type, shared_across_hosts
 from ucudnn._cache_rows import CacheError
 from ucudnn._cache_schema import (
     ADDED,
@@ -94,6 +96,11 @@ class Store:
         self._lock_wait_s = lock_wait_s
         self._read_only_asked = read_only
         self._wait_said = False
+        self._journal: str | None = None
+        #: The type of the file system holding the file (``nfs4``, ``ext4``; None: in memory, or cannot be told).
+        self.file_system: str | None = None
+        if path is not None:
+            self.journal()  # a bad UCUDNN_DATABASE_JOURNAL fails before the file is touched
         #: Paths this Store moved aside while opening (for tests and the CLI).
         self.moved_aside: list[tuple[Path, Path]] = []
         #: Why this Store works on a private in-memory copy instead of its file (``memory_fallback`` only).
@@ -202,9 +209,10 @@ class Store:
         try:
             uri = self.path.resolve().as_uri()
             # No -wal/-shm beside it: no process has it open in WAL mode, and a read-only connection would create
-            # them; read the file as it is instead, so that reading leaves no file behind.
+            # them; read the file as it is instead, so that reading leaves no file behind. Under the rollback
+            # journal (a cache shared across hosts) other processes may be writing it: read it under their locks.
             conn = None
-            if any(p.exists() for p in _sidecars(self.path)):
+            if any(p.exists() for p in _sidecars(self.path)) or self.journal() == "delete":
                 ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
                 try:
                     ro.execute("PRAGMA schema_version").fetchone()
@@ -313,12 +321,63 @@ class Store:
         finally:
             os.close(fd)  # closing releases the flock
 
+    def journal(self) -> str:
+        """The journal mode this Store asks for its file: ``wal`` or ``delete`` (``UCUDNN_DATABASE_JOURNAL``;
+        ``auto``: ``delete`` on a file system that other hosts mount too, where WAL's shared memory is not shared).
+        Decided once per Store, said once at info level where ``auto`` chose ``delete``."""
+        if self._journal is None:
+            asked = str(config.get("UCUDNN_DATABASE_JOURNAL"))
+            fstype = self.file_system = filesystem_type(self.path) if self.path is not None else None
+            if asked == "auto" and self.path is not None:
+                asked = "delete" if shared_across_hosts(fstype) else "wal"
+                if asked == "delete":
+                    log.info("the cache %s is on a file system other hosts may mount (%s): it uses the "
+                             "rollback journal and file locks, not WAL (UCUDNN_DATABASE_JOURNAL)",
+                             self.path, fstype)  # fmt: skip
+            self._journal = "wal" if asked == "auto" else asked
+        return self._journal
+
+    def file_journal(self) -> str | None:
+        """The journal mode the file itself is in (its header's write version: 2 is WAL), whatever this Store
+        asked for: ``wal``, ``delete``; None in memory or where the header cannot be read."""
+        if self.path is None:
+            return None
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(20)
+        except OSError:
+            return None
+        if len(header) < 20 or not header.startswith(b"SQLite format 3\0"):
+            return None
+        return "wal" if header[18] == 2 else "delete"
+
+    def _set_journal(self, conn: sqlite3.Connection) -> None:
+        """The journal mode asked for; a file another process has open in the other mode keeps it (changing
+        needs the file alone), said as a warning where that leaves a file other hosts share in WAL mode."""
+        current = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if current == "memory":  # a private in-memory copy
+            return
+        want = self.journal()
+        try:
+            mode = str(conn.execute(f"PRAGMA journal_mode = {want.upper()}").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if not _is_locked(exc):
+                raise
+            mode = current
+        if mode == want:
+            return
+        if want == "delete" and mode == "wal":
+            log.warning("the cache %s stays in WAL mode while another process on this host has it open that "
+                        "way; processes on other hosts must not use it until then (UCUDNN_DATABASE_JOURNAL)",
+                        self.path)  # fmt: skip
+        else:
+            log.debug("%s: journal mode %s, not %s (unavailable on this file system, or the file is in use)",
+                      self.path, mode, want)  # fmt: skip
+
     def _prepare(self, conn: sqlite3.Connection) -> None:
         # Identify the file before changing anything: switching a foreign file to WAL would rewrite its header.
         fresh = classify(conn)
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            log.debug("%s: journal mode %s (WAL unavailable on this file system)", self.path, mode)
+        self._set_journal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         if fresh:
             init_schema(conn)

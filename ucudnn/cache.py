@@ -425,6 +425,9 @@ class Cache:
             "device_facts": self._optional_count("device_facts"),
             "benchmark_claims": self._optional_count("benchmark_claims"),
             "file_bytes": self._store.file_bytes(),
+            # How processes share the file: its journal mode (wal, delete; None in memory) and its file system.
+            "journal": self._store.file_journal(),
+            "file_system": self._store.file_system,
             "backends": dict(sorted(backends.items())),
         }
 

