@@ -317,6 +317,12 @@ class Store:
                         return
                     self._say_wait("another process holds its lock", waited)
                     time.sleep(_LOCK_POLL_S)
+                except OSError as exc:  # ENOLCK, ENOSYS, EOPNOTSUPP: e.g. Lustre mounted without flock
+                    raise CacheError(
+                        f"the file system of the cache {self.path} ({self.file_system or 'unknown'}) refuses file "
+                        f"locks ({exc.strerror or exc}), without which processes cannot share the file; give "
+                        "UCUDNN_DATABASE a path on a file system with locks (a local one)"
+                    ) from None
             yield True
         finally:
             os.close(fd)  # closing releases the flock

@@ -3,6 +3,8 @@ file locks, not WAL, whose shared memory only processes on one host share (``UCU
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from ucudnn import _cache_fs, _cache_store, config
 from ucudnn._cache_fs import filesystem_type, mounts, shared_across_hosts
-from ucudnn.cache import Cache
+from ucudnn.cache import Cache, CacheError
 from ucudnn.optimizer import AlgoPerf
 
 
@@ -121,3 +123,17 @@ def test_a_shared_cache_is_read_under_the_writers_locks(tmp_path: Path, monkeypa
             writer.put_benchmark("k", "backend", 2, rows(2))
             assert reader.get_benchmarks("k", "backend", [1, 2]) == {1: rows(1), 2: rows(2)}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite", "c.sqlite.lock"]
+
+
+def test_a_file_system_that_refuses_locks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Lustre mounted without flock answers flock() with ENOSYS: no process can share the file safely there.
+    def refuse(fd: int, op: int) -> None:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(_cache_store, "filesystem_type", lambda path: "lustre")
+    monkeypatch.setattr(fcntl, "flock", refuse)  # the module _cache_store locks with
+    with pytest.raises(CacheError) as err:
+        Cache(tmp_path / "c.sqlite")
+    message = str(err.value)
+    assert "(lustre) refuses file locks (Function not implemented)" in message and "UCUDNN_DATABASE" in message
+    assert not (tmp_path / "c.sqlite").exists()  # nothing was written
