@@ -209,10 +209,10 @@ class Store:
         try:
             uri = self.path.resolve().as_uri()
             # No -wal/-shm beside it: no process has it open in WAL mode, and a read-only connection would create
-            # them; read the file as it is instead, so that reading leaves no file behind. Under the rollback
-            # journal (a cache shared across hosts) other processes may be writing it: read it under their locks.
+            # them; read the file as it is instead, so that reading leaves no file behind. A file in the rollback
+            # journal (its header says so) may be written by others without sidecars: read it under their locks.
             conn = None
-            if any(p.exists() for p in _sidecars(self.path)) or self.journal() == "delete":
+            if any(p.exists() for p in _sidecars(self.path)) or self.file_journal() == "delete":
                 ro = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
                 try:
                     ro.execute("PRAGMA schema_version").fetchone()

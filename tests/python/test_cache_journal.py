@@ -123,6 +123,13 @@ def test_a_shared_cache_is_read_under_the_writers_locks(tmp_path: Path, monkeypa
             writer.put_benchmark("k", "backend", 2, rows(2))
             assert reader.get_benchmarks("k", "backend", [1, 2]) == {1: rows(1), 2: rows(2)}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite", "c.sqlite.lock"]
+    # A reader whose own setting would be WAL goes by the file's mode (its header), not by that setting.
+    with Cache(path) as writer:
+        monkeypatch.setenv("UCUDNN_DATABASE_JOURNAL", "wal")
+        with Cache(path, read_only=True) as reader:
+            assert reader.stats()["journal"] == "delete"
+            writer.put_benchmark("k", "backend", 4, rows(4))
+            assert reader.get_benchmarks("k", "backend", [1, 2, 4]) == {1: rows(1), 2: rows(2), 4: rows(4)}
 
 
 def test_a_file_system_that_refuses_locks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
