@@ -140,3 +140,8 @@ def holders(rows: Iterable[tuple[object, ...]]) -> dict[int, Holder]:
         if isinstance(b, int) and is_int(b, 1) and holder is not None:
             out[b] = holder
     return out
+
+
+def void_count(rows: Iterable[tuple[object, ...]], now: float, stale_after_s: float) -> int:
+    """How many claims rows (host, pid, claimed_at) no longer bind at ``now`` (a row not written by us counts)."""
+    return sum(1 for row in rows if (h := _holder(tuple(row))) is None or not h.live(now, stale_after_s))

@@ -403,8 +403,9 @@ class Cache:
 
     # ---------------------------------------------------------------- maintenance (the `ucudnn db` CLI)
 
-    def stats(self) -> dict[str, Any]:
-        """Counts for ``ucudnn db stats``; file sizes include the WAL."""
+    def stats(self, *, stale_after_s: float = 60.0) -> dict[str, Any]:
+        """Counts for ``ucudnn db stats``; file sizes include the WAL. Claims are split into those that bind (a
+        benchmark in progress) and void ones (their process ended, or older than ``stale_after_s``)."""
 
         def one(sql: str) -> int:
             return int(self._store.read(sql)[0][0])
@@ -424,6 +425,7 @@ class Cache:
             "verdicts": self._optional_count("verdicts"),
             "device_facts": self._optional_count("device_facts"),
             "benchmark_claims": self._optional_count("benchmark_claims"),
+            "void_claims": self._void_claims(stale_after_s),
             "file_bytes": self._store.file_bytes(),
             # How processes share the file: its journal mode (wal, delete; None in memory) and its file system.
             "journal": self._store.file_journal(),
@@ -437,6 +439,14 @@ class Cache:
             return int(self._store.read(f"SELECT COUNT(*) FROM {table}")[0][0])
         except sqlite3.OperationalError:
             return 0
+
+    def _void_claims(self, stale_after_s: float) -> int:
+        """Claims that no longer bind: left by a process that ended (killed while it measured) or held too long."""
+        try:
+            rows = self._store.read("SELECT host, pid, claimed_at FROM benchmark_claims")
+        except sqlite3.OperationalError:  # an older read-only cache without the table
+            return 0
+        return _cache_claims.void_count(rows, time.time(), stale_after_s)
 
     def list_kernels(self) -> list[dict[str, Any]]:
         """Per (kernel key, backend): the micro-batch sizes benchmarked and the stored plans, sorted."""
@@ -543,7 +553,7 @@ class Cache:
 
     def clear(self, *, plans_only: bool = False) -> dict[str, int]:
         """Delete every plan and verdict (checks of plans on real executions), and unless ``plans_only`` every
-        benchmark row and device fact too. Returns the counts deleted."""
+        benchmark row, device fact and claim of a benchmark in progress too. Returns the counts deleted."""
 
         def delete(conn: sqlite3.Connection, table: str) -> int:
             try:
@@ -557,6 +567,7 @@ class Cache:
                 counts["benchmark_rows"] = delete(conn, "benchmarks")
                 counts["benchmark_runs"] = delete(conn, "benchmark_runs")
                 counts["device_facts"] = delete(conn, "device_facts")
+                counts["benchmark_claims"] = delete(conn, "benchmark_claims")
             return counts
 
         counts = self._store.write(write)

@@ -423,7 +423,14 @@ def test_clear(db: Cache) -> None:
     assert db.stats()["verdicts"] == 1 and db.stats()["device_facts"] == 1
     assert db.clear(plans_only=True) == {"plans": 2, "verdicts": 1}
     assert db.stats()["plans"] == 0 and db.stats()["benchmark_runs"] == 7 and db.get_fact("b", "call_cost_ms") == 0.04
-    assert db.clear() == {"plans": 0, "verdicts": 0, "benchmark_rows": 27, "benchmark_runs": 7, "device_facts": 1}
+    assert db.clear() == {
+        "plans": 0,
+        "verdicts": 0,
+        "benchmark_rows": 27,
+        "benchmark_runs": 7,
+        "device_facts": 1,
+        "benchmark_claims": 0,
+    }
     assert db.stats()["kernels"] == 0 and db.get_fact("b", "call_cost_ms") is None
 
 

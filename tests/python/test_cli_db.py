@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ucudnn._cache_fs import shared_across_hosts
 from ucudnn.cache import UNALLOCATED, BenchmarkRow, Cache, PlanKey
 from ucudnn.optimizer import AlgoPerf, MicroBatch, Plan
 
@@ -194,6 +196,30 @@ def test_stats_say_benchmarks_in_progress(db: Path) -> None:
         c.claim_benchmark(KEY, "gpu", 8, since=0.0, stale_after_s=60)  # a rank measuring b=8 right now
     busy = ucudnn("db", "--database", str(db), "stats")
     assert busy.returncode == 0 and "in progress:     1 benchmark(s) claimed" in busy.stdout
+    assert "void claims" not in busy.stdout
+    # A claim whose process was killed while it measured (no such pid) and one held past the bound are void: not
+    # in progress, counted apart.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with Cache(db) as c:
+        c.claim_benchmark(KEY, "gpu", 16, since=0.0, stale_after_s=60)
+        c.claim_benchmark(KEY, "gpu", 32, since=0.0, stale_after_s=60)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE benchmark_claims SET pid = ? WHERE batch = 16", (int(dead.stdout),))
+        conn.execute("UPDATE benchmark_claims SET claimed_at = claimed_at - 120 WHERE batch = 32")
+    conn.close()
+    mixed = ucudnn("db", "--database", str(db), "stats")
+    assert mixed.returncode == 0, mixed.stderr
+    assert "in progress:     1 benchmark(s) claimed" in mixed.stdout and "void claims:     2 (" in mixed.stdout
+    as_json = json.loads(ucudnn("db", "--database", str(db), "stats", "--json").stdout)
+    assert (as_json["benchmark_claims"], as_json["void_claims"]) == (3, 2)
+    # The bound is UCUDNN_BENCHMARK_WAIT's: under a longer one the old claim binds again.
+    longer = ucudnn("db", "--database", str(db), "stats", env={"UCUDNN_BENCHMARK_WAIT": "600"})
+    assert "in progress:     2 benchmark(s) claimed" in longer.stdout and "void claims:     1 (" in longer.stdout
+    # Clearing the plans keeps the claims; clearing everything drops them too.
+    assert "claims" not in ucudnn("db", "--database", str(db), "clear", "--plans-only", "--yes").stdout
+    cleared = ucudnn("db", "--database", str(db), "clear", "--yes")
+    assert cleared.returncode == 0 and "3 benchmark claims" in cleared.stdout, cleared.stdout
+    assert "in progress" not in ucudnn("db", "--database", str(db), "stats").stdout
 
 
 def test_stats_say_how_processes_share_the_file(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,4 +235,8 @@ def test_stats_say_how_processes_share_the_file(db: Path, monkeypatch: pytest.Mo
             c.put_benchmark(KEY, "gpu", 8, [AlgoPerf(8, 0, 8.0, 0)])
     delete = ucudnn("db", "--database", str(db), "stats")  # a reader, under the default (auto), changes nothing
     assert delete.returncode == 0 and "sharing:         rollback journal and file locks (" in delete.stdout
-    assert json.loads(ucudnn("db", "--database", str(db), "stats", "--json").stdout)["journal"] == "delete"
+    fs = json.loads(ucudnn("db", "--database", str(db), "stats", "--json").stdout)
+    assert fs["journal"] == "delete"
+    # The line says who may share the file from where it lies, not from its mode alone.
+    who = "processes on several hosts may share it" if shared_across_hosts(fs["file_system"]) else "on this host;"
+    assert who in delete.stdout, delete.stdout

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ucudnn import config, perf_table
+from ucudnn._cache_fs import shared_across_hosts
 from ucudnn.cache import Cache, CacheError
 from ucudnn.cli._files import (
     BadJson,
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             ensure_parent(path, "ucudnn db")
         with Cache(path, read_only=args.action in _READ_ONLY) as cache:
             if args.action == "stats":
-                _print_stats(cache.stats(), args.json)
+                _print_stats(cache.stats(stale_after_s=float(config.get("UCUDNN_BENCHMARK_WAIT"))), args.json)
             elif args.action == "list":
                 _print_list(cache.list_kernels(), args.json)
             elif args.action == "export":
@@ -167,13 +168,19 @@ def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
     print(f"kernels:         {stats['kernels']}")
     print(f"benchmark runs:  {stats['benchmark_runs']} ({stats['benchmark_rows']} algorithm rows)")
     print(f"plans:           {stats['plans']}")
-    fs = f"{stats['file_system']}: " if stats.get("file_system") else ""
+    fs = stats.get("file_system")
     if stats.get("journal") == "delete":
-        print(f"sharing:         rollback journal and file locks ({fs}processes on several hosts may share it)")
+        where = f"{fs}, " if fs else ""
+        who = "processes on several hosts may share it" if shared_across_hosts(fs) else "processes on this host"
+        print(f"sharing:         rollback journal and file locks ({where}{who}; UCUDNN_DATABASE_JOURNAL)")
     elif stats.get("journal") == "wal":
-        print(f"sharing:         write-ahead log ({fs}processes on this host only; UCUDNN_DATABASE_JOURNAL)")
-    if stats.get("benchmark_claims"):  # sizes being measured now, or claims a killed process left (void)
-        print(f"in progress:     {stats['benchmark_claims']} benchmark(s) claimed by planning processes")
+        where = f"{fs}: " if fs else ""
+        print(f"sharing:         write-ahead log ({where}processes on this host only; UCUDNN_DATABASE_JOURNAL)")
+    claims, void = stats.get("benchmark_claims", 0), stats.get("void_claims", 0)
+    if claims > void:  # sizes a planning process is measuring now
+        print(f"in progress:     {claims - void} benchmark(s) claimed by planning processes")
+    if void:  # left by a process killed while it measured, or held past UCUDNN_BENCHMARK_WAIT: replaced when met
+        print(f"void claims:     {void} (their processes ended or held them too long; the next planner measures them)")
     for backend, counts in stats["backends"].items():
         print(f"backend:         {backend}: {counts['benchmark_runs']} runs, {counts['plans']} plans")
 
