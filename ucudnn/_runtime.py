@@ -393,8 +393,8 @@ def register() -> bool:
 
 
 def _check_benchmark_devices() -> None:
-    """The original's UCUDNN_BENCHMARK_DEVICES is accepted, but one process benchmarks on the caller's device only
-    (processes on several devices share their benchmarks through the cache: UCUDNN_BENCHMARK_WAIT)."""
+    """The original's UCUDNN_BENCHMARK_DEVICES is accepted, but a thread benchmarks on its own device only (threads
+    and processes on several devices share their benchmarks through the cache: UCUDNN_BENCHMARK_WAIT)."""
     try:
         devices = config.benchmark_devices()
     except config.ConfigError as exc:
@@ -402,8 +402,8 @@ def _check_benchmark_devices() -> None:
         return
     if len(devices) > 1:
         log.warning(
-            "UCUDNN_BENCHMARK_DEVICES=%s: one process does not benchmark across GPUs; benchmarking on the "
-            "caller's device (one process per GPU shares the benchmarks through the cache instead)",
+            "UCUDNN_BENCHMARK_DEVICES=%s: a thread's benchmarks run on its own device, never sent to other GPUs "
+            "(the threads or processes that drive several GPUs share a kernel's benchmarks through the cache instead)",
             ",".join(map(str, devices)),
         )
 

@@ -138,9 +138,11 @@ VARIABLES: tuple[Var, ...] = (
         "UCUDNN_BENCHMARK_DEVICES",
         Kind.STRING,
         "",
-        "Comma-separated GPU ordinals (the original's name). One process does not benchmark on several GPUs: its "
-        "benchmarks run on the caller's device, and a list of more than one device says so once. Processes on "
-        "several GPUs (data-parallel ranks) share their benchmarks instead: see `UCUDNN_BENCHMARK_WAIT`.",
+        "Comma-separated GPU ordinals (the original's name). ucudnn never sends a thread's benchmarks to another "
+        "GPU: they run on the calling thread's device, and a list of more than one device says so once. Instead "
+        "the threads of a process that drives several GPUs (one per device) each measure a share of a kernel's "
+        "sizes, on their own devices at once, and processes on several GPUs (data-parallel ranks) share theirs "
+        "the same way: see `UCUDNN_BENCHMARK_WAIT`.",
         pattern="[0-9]{1,9}( *, *[0-9]{1,9})*",
         expected="comma-separated GPU ordinals, e.g. 0,1,2",
     ),

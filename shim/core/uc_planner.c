@@ -19,22 +19,77 @@ typedef struct bench_ctx {
     const uc_bench_subject *subject;
     uintptr_t token;
     size_t limit; /* the request's workspace limit, which its benchmarks are run under */
+    int busy;     /* benchmarks running for it now: the request does not end under them (under live_lock) */
 } bench_ctx;
 static atomic_uintptr_t next_token = 0x5ec0001;
 
-/* Live requests. Held during a benchmark too: benchmarks then never overlap (cleaner timings) and a request
- * cannot end under a benchmark that another thread runs for it. The GIL is not held by ucudnn_benchmark's
- * callers (cffi releases it), so this cannot deadlock against Python. */
-static pthread_mutex_t bench_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Live requests, under live_lock; a request ends (uc_planner_ask) once no benchmark runs for it. The GIL is not
+ * held by ucudnn_benchmark's callers (cffi releases it), so these locks cannot deadlock against Python. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
 static bench_ctx *live;
 
-/* The live request of token `ctx`, or NULL. Under bench_lock. */
-static const bench_ctx *live_request(void *ctx)
+/* One benchmark at a time per device, for clean timings: threads planning on one device take turns, and those of
+ * a process that drives several GPUs (one thread per device, as data-parallel frameworks run) measure at once,
+ * each on its own. The device is the thread's current one (cuCtxGetDevice). Without a driver, and wherever the
+ * host's clock times the benchmarks (the host backend measuring for real: they all run on this machine's cores),
+ * every benchmark takes the one lock. Devices past UC_DEVICE_LOCKS share locks, which only serialises them. */
+#define UC_DEVICE_LOCKS 32
+static pthread_mutex_t device_locks[UC_DEVICE_LOCKS];
+static pthread_once_t device_locks_once = PTHREAD_ONCE_INIT;
+
+static void init_device_locks(void)
 {
+    for (int i = 0; i < UC_DEVICE_LOCKS; i++)
+        pthread_mutex_init(&device_locks[i], NULL);
+}
+
+/* The driver's cuCtxGetDevice when the process has loaded libcuda.so.1, else NULL. */
+static int (*ctx_device_fn(void **cuda))(int *)
+{
+    *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    return *cuda ? (int (*)(int *))uc_dlsym(*cuda, "cuCtxGetDevice") : NULL;
+}
+
+/* This thread's current device ordinal, or -1 (no driver, no context). */
+static int current_device(void)
+{
+    void *cuda;
+    int (*ctx_device)(int *) = ctx_device_fn(&cuda);
+    int dev = -1;
+    if (!ctx_device || ctx_device(&dev) != 0 || dev < 0)
+        dev = -1;
+    if (cuda)
+        dlclose(cuda);
+    return dev;
+}
+
+static pthread_mutex_t *device_lock(void)
+{
+    pthread_once(&device_locks_once, init_device_locks);
+    int dev = uc_clock_kind() == UC_CLOCK_WALL ? -1 : current_device();
+    return &device_locks[(unsigned)(dev + 1) % UC_DEVICE_LOCKS];
+}
+
+/* The live request of token `ctx`, now busy with one more benchmark (end_benchmark ends it), or NULL. */
+static bench_ctx *begin_benchmark(void *ctx)
+{
+    pthread_mutex_lock(&live_lock);
     bench_ctx *b = live;
     while (b && b->token != (uintptr_t)ctx)
         b = b->next;
+    if (b)
+        b->busy++;
+    pthread_mutex_unlock(&live_lock);
     return b;
+}
+
+static void end_benchmark(bench_ctx *b)
+{
+    pthread_mutex_lock(&live_lock);
+    if (--b->busy == 0)
+        pthread_cond_broadcast(&idle);
+    pthread_mutex_unlock(&live_lock);
 }
 
 int uc_bench_short(int st, const ucudnn_perf *rows, int n, size_t limit)
@@ -53,16 +108,20 @@ int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *coun
         *count = 0;
     if (!ctx || !out || !count || capacity < 0)
         return uc_status(UC_ST_BAD_PARAM);
-    pthread_mutex_lock(&bench_lock);
-    const bench_ctx *b = live_request(ctx);
-    const uc_bench_subject *s = b ? b->subject : NULL;
-    int st = uc_status(UC_ST_BAD_PARAM);
-    if (!s) {
+    bench_ctx *b = begin_benchmark(ctx);
+    if (!b) {
         uc_log(UC_LOG_WARNING, "ucudnn_benchmark: bench_ctx is not a request being planned");
-    } else if (batch >= 1 && batch <= s->batch) {
+        return uc_status(UC_ST_BAD_PARAM);
+    }
+    const uc_bench_subject *s = b->subject;
+    int st = uc_status(UC_ST_BAD_PARAM);
+    if (batch >= 1 && batch <= s->batch) {
         ucudnn_perf rows[UC_MAX_ROWS];
         int n = 0;
+        pthread_mutex_t *lock = device_lock();
+        pthread_mutex_lock(lock);
         st = s->bench(s->subject, batch, b->limit, rows, UC_MAX_ROWS, &n);
+        pthread_mutex_unlock(lock);
         if (uc_bench_short(st, rows, n, b->limit))
             UC_COUNT(benchmarks_short_of_memory, 1);
         if (st == 0) {
@@ -71,7 +130,7 @@ int uc_bench_run(void *ctx, int batch, ucudnn_perf *out, int capacity, int *coun
             *count = m;
         }
     }
-    pthread_mutex_unlock(&bench_lock);
+    end_benchmark(b);
     return st;
 }
 
@@ -79,12 +138,16 @@ int uc_bench_call_cost(void *ctx, double *ms)
 {
     if (!ctx || !ms)
         return uc_status(UC_ST_BAD_PARAM);
-    pthread_mutex_lock(&bench_lock);
-    const bench_ctx *b = live_request(ctx);
-    int st = b ? uc_probe_call_cost(b->subject->handle, ms) : uc_status(UC_ST_BAD_PARAM);
-    pthread_mutex_unlock(&bench_lock);
-    if (!b)
+    bench_ctx *b = begin_benchmark(ctx);
+    if (!b) {
         uc_log(UC_LOG_WARNING, "ucudnn_measure_call_cost: bench_ctx is not a request being planned");
+        return uc_status(UC_ST_BAD_PARAM);
+    }
+    pthread_mutex_t *lock = device_lock();
+    pthread_mutex_lock(lock);
+    int st = uc_probe_call_cost(b->subject->handle, ms);
+    pthread_mutex_unlock(lock);
+    end_benchmark(b);
     return st;
 }
 
@@ -92,13 +155,14 @@ void uc_backend_id(char *buf, size_t len)
 {
     const uc_real_table *r = uc_real();
     char device[256] = "host";
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    void *cuda;
+    int (*ctx_device)(int *) = ctx_device_fn(&cuda);
     if (cuda) {
-        int (*ctx_device)(int *) = (int (*)(int *))uc_dlsym(cuda, "cuCtxGetDevice");
         int (*device_name)(char *, int, int) = (int (*)(char *, int, int))uc_dlsym(cuda, "cuDeviceGetName");
         int dev = 0;
         if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
             snprintf(device, sizeof device, "cuda-unknown");
+        dlclose(cuda);
     }
     snprintf(buf, len, "device=%s;cudnn=%zu;build=%s", device, r->version, r->build);
 }
@@ -113,23 +177,25 @@ void uc_request_init(uc_request *r, int op, const char *key, int batch, size_t l
 
 int uc_planner_ask(ucudnn_planner_fn planner, const uc_bench_subject *subject, uc_request *r, ucudnn_plan_reply *rep)
 {
-    bench_ctx ctx = {NULL, subject, atomic_fetch_add(&next_token, 2), r->req.workspace_limit_bytes};
+    bench_ctx ctx = {NULL, subject, atomic_fetch_add(&next_token, 2), r->req.workspace_limit_bytes, 0};
     r->req.bench_ctx = (void *)ctx.token;
-    pthread_mutex_lock(&bench_lock);
+    pthread_mutex_lock(&live_lock);
     ctx.next = live;
     live = &ctx;
-    pthread_mutex_unlock(&bench_lock);
+    pthread_mutex_unlock(&live_lock);
     UC_COUNT(planner_calls, 1);
     uc_guard++;
     int rc = planner(&r->req, rep);
     uc_guard--;
-    pthread_mutex_lock(&bench_lock);
+    pthread_mutex_lock(&live_lock);
     bench_ctx **pp = &live;
     while (*pp && *pp != &ctx)
         pp = &(*pp)->next;
     if (*pp)
         *pp = ctx.next;
-    pthread_mutex_unlock(&bench_lock);
+    while (ctx.busy > 0) /* another thread benchmarking with this request's token: it still reads the request */
+        pthread_cond_wait(&idle, &live_lock);
+    pthread_mutex_unlock(&live_lock);
     return rc;
 }
 

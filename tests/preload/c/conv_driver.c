@@ -115,8 +115,8 @@ static int c_planner(const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
         for (int i = 0; i < n; i++)
             if (rows[i].algo < 0 || rows[i].algo >= req->algo_count)
                 return 2;
-        /* A stale context must be refused. */
-        static void *stale;
+        /* A stale context must be refused: this thread's previous request's (another thread's may be live). */
+        static __thread void *stale;
         if (stale && bench(stale, 1, rows, 32, &n) == 0)
             return 2;
         stale = req->bench_ctx;
