@@ -4,7 +4,8 @@
  *
  * Files, bottom up: uc_log.c (the log, the counters, the string builder), uc_config.c (UCUDNN_* variables),
  * uc_lookup.c (the shim's own symbol lookups) and uc_identity.c (a library's build identity), uc_resolve.c (the
- * real library, statuses, the per-thread guard), uc_device.c (free memory, clocks, the per-call cost),
+ * real library, statuses, the per-thread guard), uc_which_device.c (the thread's device: ordinal, name, model),
+ * uc_device.c (free memory, clocks, the per-call cost),
  * uc_planner_source.c (finding the planner), uc_memory.c (what the framework can allocate, the planning limit),
  * uc_trial.c (the rule that decides a check on real executions), uc_store.c (plans stored in the SQLite cache),
  * uc_planner.c (asking the planner, its benchmarks, its recorder).
@@ -188,6 +189,12 @@ int uc_status_refused(int status);
 int uc_status_alloc_failed(int status);
 
 /* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
+
+/* Which device this thread works on (uc_which_device.c): its ordinal (-1 without a driver or context); its name
+ * ("host" without a driver); its class, one per device name (0 without a driver), cheap enough for every call. */
+int uc_current_device(void);
+void uc_device_name(char *buf, size_t len);
+int uc_device_class(void);
 
 /* Free device memory (driver API, *gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY (*gpu = 0), else 0 (unknown). */
 size_t uc_device_free_memory(int *gpu);

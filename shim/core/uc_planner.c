@@ -7,7 +7,6 @@
  * The planner gets an opaque token, not a pointer: a stack address is reused by the next request, a token never
  * is, so a stale context is always refused.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,30 +43,10 @@ static void init_device_locks(void)
         pthread_mutex_init(&device_locks[i], NULL);
 }
 
-/* The driver's cuCtxGetDevice when the process has loaded libcuda.so.1, else NULL. */
-static int (*ctx_device_fn(void **cuda))(int *)
-{
-    *cuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    return *cuda ? (int (*)(int *))uc_dlsym(*cuda, "cuCtxGetDevice") : NULL;
-}
-
-/* This thread's current device ordinal, or -1 (no driver, no context). */
-static int current_device(void)
-{
-    void *cuda;
-    int (*ctx_device)(int *) = ctx_device_fn(&cuda);
-    int dev = -1;
-    if (!ctx_device || ctx_device(&dev) != 0 || dev < 0)
-        dev = -1;
-    if (cuda)
-        dlclose(cuda);
-    return dev;
-}
-
 static pthread_mutex_t *device_lock(void)
 {
     pthread_once(&device_locks_once, init_device_locks);
-    int dev = uc_clock_kind() == UC_CLOCK_WALL ? -1 : current_device();
+    int dev = uc_clock_kind() == UC_CLOCK_WALL ? -1 : uc_current_device();
     return &device_locks[(unsigned)(dev + 1) % UC_DEVICE_LOCKS];
 }
 
@@ -154,16 +133,8 @@ int uc_bench_call_cost(void *ctx, double *ms)
 void uc_backend_id(char *buf, size_t len)
 {
     const uc_real_table *r = uc_real();
-    char device[256] = "host";
-    void *cuda;
-    int (*ctx_device)(int *) = ctx_device_fn(&cuda);
-    if (cuda) {
-        int (*device_name)(char *, int, int) = (int (*)(char *, int, int))uc_dlsym(cuda, "cuDeviceGetName");
-        int dev = 0;
-        if (!ctx_device || !device_name || ctx_device(&dev) != 0 || device_name(device, sizeof device, dev) != 0)
-            snprintf(device, sizeof device, "cuda-unknown");
-        dlclose(cuda);
-    }
+    char device[256];
+    uc_device_name(device, sizeof device);
     snprintf(buf, len, "device=%s;cudnn=%zu;build=%s", device, r->version, r->build);
 }
 

@@ -85,8 +85,9 @@ _Static_assert(sizeof(uc_kernel) % 32 == 0, "uc_kernel is hashed in 32-byte bloc
 static uint64_t hash_of(const uc_ckey *key)
 {
     /* Plan entries leave out sel and the limits (see the file comment). */
-    uint64_t seed = step(step(0xcbf29ce484222325ULL, (uint64_t)(uint32_t)key->kind << 32 | (uint32_t)key->n),
-                         (uint64_t)(uint32_t)key->policy);
+    uint64_t seed = step(step(step(0xcbf29ce484222325ULL, (uint64_t)(uint32_t)key->kind << 32 | (uint32_t)key->n),
+                              (uint64_t)(uint32_t)key->policy),
+                         (uint64_t)key->device);
     if (key->kind == UC_KEY_EXEC)
         seed = step(step(step(seed, (uint64_t)(uint32_t)key->sel), key->limit), key->deflimit);
     return mix(seed, &key->k, sizeof key->k);
@@ -130,7 +131,7 @@ uc_plan *uc_cache_get(const uc_ckey *key)
 static int same_kernel(const entry *e, const uc_ckey *key, uint64_t h)
 {
     return e->hash == h && e->key.kind == UC_KEY_PLAN && e->key.n == key->n && e->key.policy == key->policy &&
-           memcmp(&e->key.k, &key->k, sizeof key->k) == 0;
+           e->key.device == key->device && memcmp(&e->key.k, &key->k, sizeof key->k) == 0;
 }
 
 int uc_cache_kernel_planned(const uc_ckey *key)

@@ -185,7 +185,7 @@ size_t uc_kernel_text(const uc_kernel *k, char *buf, size_t len)
 
 /* ---- plan-cache keys ---- */
 
-_Static_assert(sizeof(uc_ckey) == 32 + sizeof(uc_kernel) && offsetof(uc_ckey, k) == 32, "uc_ckey has no padding");
+_Static_assert(sizeof(uc_ckey) == 32 + sizeof(uc_kernel) + 8 && offsetof(uc_ckey, k) == 32, "uc_ckey has no padding");
 
 void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,
                   uint64_t deflimit)
@@ -200,6 +200,7 @@ void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int se
     key->deflimit = deflimit;
     key->k = *k;
     key->k.x.dims[0] = key->k.y.dims[0] = key->k.z.dims[0] = 0;
+    key->device = uc_device_class();
 }
 
 int uc_tensor_clone(const uc_tensor *t, int b, cudnnTensorDescriptor_t *out)

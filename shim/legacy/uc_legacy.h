@@ -61,12 +61,14 @@ int uc_tensor_clone(const uc_tensor *t, int b, cudnnTensorDescriptor_t *out);
 int uc_conv_clone(const uc_kernel *k, int math, cudnnConvolutionDescriptor_t *out);
 
 /* Cache key: a plan (planned at `limit` with determinism `sel`) or an execution decision (workspace `limit`,
- * default limit `deflimit`, the caller's algorithm `sel`). Zero-filled before use: compared bytewise. */
+ * default limit `deflimit`, the caller's algorithm `sel`), on the calling thread's class of device (identical
+ * GPUs share plans, other models do not: a plan is timed on one). Every byte a field: compared bytewise. */
 enum { UC_KEY_PLAN = 1, UC_KEY_EXEC = 2 };
 typedef struct {
     int32_t kind, n, policy, sel;
     uint64_t limit, deflimit;
-    uc_kernel k; /* with N masked */
+    uc_kernel k;    /* with N masked */
+    int64_t device; /* uc_device_class() */
 } uc_ckey;
 
 void uc_ckey_init(uc_ckey *key, int kind, const uc_kernel *k, int policy, int sel, uint64_t limit,

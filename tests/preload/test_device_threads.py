@@ -10,6 +10,7 @@ another thread's to begin."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,29 @@ def test_threads_on_two_devices_share_a_kernel_s_sizes_and_measure_at_once(
     assert alone.returncode == 0, alone.stderr
     for t in range(2):
         assert_close(outputs[t], alone.output("float", t), "float")
+
+
+@pytest.mark.parametrize("names", ["", "model A,model B"])
+def test_plans_in_memory_are_per_device_model(
+    run_driver: RunDriver, stand_ins: str, tmp_path: Path, names: str
+) -> None:
+    # Two threads one after the other, on devices 0 and 1. Identical GPUs share the plan the first thread made; a
+    # second model plans for itself, as the cache keeps its benchmarks under its own backend id.
+    env = {"LD_PRELOAD": stand_ins, "STANDIN_DEVICES": "2", "STANDIN_NAMES": names}
+    run = run_driver(*CONV, "handles=2", "serial=1", threads=2, env=env)
+    assert run.returncode == 0, run.stderr
+    stats = run.report["stats"]
+    with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
+        backends = {b for (b,) in conn.execute("SELECT DISTINCT backend_id FROM benchmark_runs")}
+    conn.close()
+    devices = sorted(b.split(";")[0] for b in backends)
+    if names:
+        assert stats["planner_calls"] == stats["plan_misses"] == 2 and stats["plan_cache_entries"] == 4, stats
+        assert devices == ["device=model A", "device=model B"]
+    else:
+        # the second thread's call finds the first's decision (a plan entry and its call's entry, no miss)
+        assert stats["planner_calls"] == stats["plan_misses"] == 1 and stats["plan_cache_entries"] == 2, stats
+        assert devices == ["device=stand-in GPU"]
+    alone = run_driver(*CONV, "handles=2", "serial=1", preload=False, threads=2)
+    for t in range(2):
+        assert_close(run.output("float", t), alone.output("float", t), "float")

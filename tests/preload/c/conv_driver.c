@@ -5,8 +5,9 @@
  *
  * Arguments are key=value: those of driver_common.h, dtype=float|double, threads, handles, repeat, alpha, beta,
  * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other),
- * setopt=NAME:VALUE, borrow=1 (registers a framework allocator of its own, as a C/C++ framework with a caching
- * allocator would), out=PATH (thread t's output is written to PATH.t). Prints one JSON object on stdout:
+ * serial=1 (the threads run one after another), setopt=NAME:VALUE, borrow=1 (registers a framework allocator of its
+ * own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's output is written to PATH.t).
+ * Prints one JSON object on stdout:
  * statuses, the query's results, the chosen algorithm and workspace, thread 0's modelled time of each execution
  * (model_ms, from the host backend's model clock), and, when the preload library is loaded, its stats and the
  * last plan. Exit status 0 if every cuDNN call succeeded.
@@ -223,6 +224,11 @@ int main(int argc, char **argv)
     }
     if (threads == 1) {
         run_worker(&wk[0]);
+    } else if (opti("serial", 0)) { /* a thread of its own each, one after another */
+        for (int t = 0; t < threads; t++) {
+            pthread_create(&tid[t], NULL, run_worker, &wk[t]);
+            pthread_join(tid[t], NULL);
+        }
     } else {
         for (int t = 0; t < threads; t++)
             pthread_create(&tid[t], NULL, run_worker, &wk[t]);

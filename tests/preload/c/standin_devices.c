@@ -2,12 +2,14 @@
  * A stand-in libcuda.so.1 (soname) for the preload tests: a process that drives several GPUs, one thread per
  * device, as data-parallel frameworks run. Each thread's current device is given at its first cuCtxGetDevice:
  * 0, 1, 2, ... in the order threads ask, modulo STANDIN_DEVICES (1 by default). Every device has one name, as
- * identical GPUs do. Only the two functions the preload library asks for its device and backend id are defined:
- * without the rest of the driver API it keeps the host backend's clocks and memory.
+ * identical GPUs do, unless STANDIN_NAMES names several models (device d is the (d mod count)th). Only the two
+ * functions the preload library asks for its device and backend id are defined: without the rest of the driver API
+ * it keeps the host backend's clocks and memory.
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static atomic_int next_device;
 static __thread int device = -1;
@@ -29,6 +31,18 @@ int cuDeviceGetName(char *name, int len, int dev)
 {
     if (!name || len <= 0 || dev < 0)
         return 1;
-    snprintf(name, (size_t)len, "stand-in GPU");
+    const char *names = getenv("STANDIN_NAMES");
+    if (!names || !*names) {
+        snprintf(name, (size_t)len, "stand-in GPU");
+        return 0;
+    }
+    int count = 1;
+    for (const char *c = names; *c; c++)
+        count += *c == ',';
+    const char *at = names;
+    for (int i = dev % count; i > 0; i--)
+        at = strchr(at, ',') + 1;
+    const char *end = strchr(at, ',');
+    snprintf(name, (size_t)len, "%.*s", end ? (int)(end - at) : (int)strlen(at), at);
     return 0;
 }
