@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         elapsed = time.monotonic() - _Session.start
         line = f"gpu test {report.nodeid}: {report.outcome} in {report.duration:.1f} s, {elapsed:.0f} s in"
         reporter.write(f"\n{line}\n")  # a line of its own, also after `-q`'s progress dots
+
+
+@pytest.fixture(scope="session")
+def standin_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in CUDA driver, libcuda.so.1 (tests/_driver.py)."""
+    from tests import _driver
+
+    return _driver.build(tmp_path_factory.mktemp("driver"))

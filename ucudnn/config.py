@@ -214,6 +214,16 @@ VARIABLES: tuple[Var, ...] = (
         readers=("shim",),
     ),
     Var(
+        "UCUDNN_HOST_DRIVER",
+        Kind.BOOL,
+        "0",
+        "Host backend only, for tests: 1 treats a CUDA driver in the process (libcuda.so.1, a test's stand-in) as the "
+        "device's, so that the paths the preload library takes on a GPU run on the host backend: CUDA events time "
+        "the benchmarks and checks, scratch comes from cuMemAlloc, the free memory from cuMemGetInfo and capture "
+        "from cuStreamIsCapturing. Without such a driver it changes nothing.",
+        readers=("shim",),
+    ),
+    Var(
         "UCUDNN_HOST_FIND_MEMORY",
         Kind.STRING,
         "",

@@ -357,6 +357,11 @@ int uc_cfg_host_stream_capture(void)
     return num_of(UC_VAR_UCUDNN_HOST_STREAM_CAPTURE) != 0;
 }
 
+int uc_cfg_host_driver(void)
+{
+    return num_of(UC_VAR_UCUDNN_HOST_DRIVER) != 0;
+}
+
 size_t uc_cfg_run_pid(void)
 {
     return (size_t)num_of(UC_VAR_UCUDNN_RUN_PID);

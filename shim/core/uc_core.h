@@ -4,8 +4,8 @@
  *
  * Files, bottom up: uc_log.c (the log, the counters, the string builder), uc_config.c (UCUDNN_* variables),
  * uc_lookup.c (the shim's own symbol lookups) and uc_identity.c (a library's build identity), uc_resolve.c (the
- * real library, statuses, the per-thread guard), uc_which_device.c (the thread's device: ordinal, name, model),
- * uc_device.c (free memory, clocks, the per-call cost),
+ * real library, statuses, the per-thread guard), uc_driver.c (the CUDA driver API, where the process has it),
+ * uc_which_device.c (the thread's device: ordinal, name, model), uc_device.c (free memory, clocks, the per-call cost),
  * uc_planner_source.c (finding the planner), uc_memory.c (what the framework can allocate, the planning limit),
  * uc_trial.c (the rule that decides a check on real executions), uc_store.c (plans stored in the SQLite cache),
  * uc_planner.c (asking the planner, its benchmarks, its recorder).
@@ -89,6 +89,7 @@ double uc_cfg_verify_margin(void); /* UCUDNN_VERIFY_MARGIN */
 size_t uc_cfg_host_device_memory(void); /* UCUDNN_HOST_DEVICE_MEMORY, 0 when unset */
 int uc_cfg_host_stream_capture(void);   /* UCUDNN_HOST_STREAM_CAPTURE: off the GPU, every stream is captured */
 size_t uc_cfg_host_find_memory(void);   /* UCUDNN_HOST_FIND_MEMORY: off the GPU, the scratch bound; 0: none */
+int uc_cfg_host_driver(void);           /* UCUDNN_HOST_DRIVER: a driver stands in for a GPU */
 int uc_cfg_scratch_from_framework(void); /* UCUDNN_SCRATCH_FROM_FRAMEWORK */
 size_t uc_cfg_run_pid(void);            /* UCUDNN_RUN_PID (set by `ucudnn run`), 0 when unset */
 /* UCUDNN_TOTAL_WORKSPACE_SIZE: the network-wide budget of Workspace Division, 0 when off. */
@@ -189,6 +190,26 @@ int uc_status_refused(int status);
 int uc_status_alloc_failed(int status);
 
 /* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
+
+/* The CUDA driver API, where the process has loaded it (uc_driver.c, the one binding): NULL without it. `again`:
+ * look again where an earlier look found nothing (planning time only: a miss costs tens of microseconds). A
+ * function the driver lacks is NULL. */
+typedef struct {
+    int (*ctx_get_current)(void **);
+    int (*ctx_get_device)(int *);
+    int (*device_get_name)(char *, int, int);
+    int (*ctx_sync)(void);
+    int (*mem_get_info)(size_t *, size_t *);
+    int (*mem_alloc)(unsigned long long *, size_t);
+    int (*mem_free)(unsigned long long);
+    int (*event_create)(void **, unsigned);
+    int (*event_record)(void *, void *);
+    int (*event_query)(void *);
+    int (*event_elapsed)(float *, void *, void *);
+    int (*event_destroy)(void *);
+    int (*stream_is_capturing)(void *, int *);
+} uc_driver_api;
+const uc_driver_api *uc_driver(int again);
 
 /* Which device this thread works on (uc_which_device.c): its ordinal (-1 without a driver or context); its name
  * ("host" without a driver); its class, one per device name (0 without a driver), cheap enough for every call. */

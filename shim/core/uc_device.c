@@ -2,15 +2,15 @@
  * What the shim learns about the device it runs on: free memory, a clock for executions, and the host cost of
  * one call.
  *
- * Nothing here links against CUDA: the driver API (libcuda.so.1) is used only when the process has already
- * loaded it (dlopen RTLD_NOLOAD), with a current context. Three clocks, picked once per process:
+ * Nothing here links against CUDA: the driver API (uc_driver.c) is used only when the process has already
+ * loaded it, with a current context, and cuDNN runs on its device (or the host backend stands in for such a cuDNN
+ * over a test's stand-in driver, UCUDNN_HOST_DRIVER). Three clocks:
  *   - model: the host backend under UCUDNN_HOST_TIMING=model exports a per-thread clock that advances by the
  *     modelled time of every execution (deterministic, for tests);
  *   - cuda:  CUDA events recorded on the handle's stream around the calls; read later, when the events have
  *     completed (cuEventQuery), never by synchronising the host with the device;
  *   - wall:  the monotonic clock around the calls (the host backend's calls are synchronous).
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -20,78 +20,40 @@
 
 #include "uc_core.h"
 
-/* ---- the driver API, when the process has it ---- */
+/* ---- the driver API, when the process has it and it is the device's ---- */
 
-typedef int (*cu_ctx_get_current_fn)(void **);
-typedef int (*cu_mem_get_info_fn)(size_t *, size_t *);
-typedef int (*cu_event_create_fn)(void **, unsigned);
-typedef int (*cu_event_record_fn)(void *, void *);
-typedef int (*cu_event_query_fn)(void *);
-typedef int (*cu_event_elapsed_fn)(float *, void *, void *);
-typedef int (*cu_event_destroy_fn)(void *);
-typedef int (*cu_mem_alloc_fn)(unsigned long long *, size_t);
-typedef int (*cu_mem_free_fn)(unsigned long long);
-typedef int (*cu_ctx_sync_fn)(void);
-typedef int (*cu_stream_is_capturing_fn)(void *, int *);
-
-static struct {
-    cu_ctx_get_current_fn ctx_get_current;
-    cu_mem_get_info_fn mem_get_info;
-    cu_event_create_fn event_create;
-    cu_event_record_fn event_record;
-    cu_event_query_fn event_query;
-    cu_event_elapsed_fn event_elapsed;
-    cu_event_destroy_fn event_destroy;
-    cu_mem_alloc_fn mem_alloc;
-    cu_mem_free_fn mem_free;
-    cu_ctx_sync_fn ctx_sync;
-    int usable; /* every function above resolved */
-    cu_stream_is_capturing_fn stream_is_capturing; /* optional */
-} cu;
+/* The driver (uc_driver.c) where it has the ten functions the clocks and scratch need, else NULL. Decided once, at
+ * the first use, so that the clock never changes under a process: scratch allocated under one clock is freed under
+ * the same one. */
+static const uc_driver_api *cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
 #define CU_SUCCESS 0
 
-static void *sym(void *handle, const char *name)
-{
-    return handle ? uc_dlsym(handle, name) : NULL;
-}
-
 static void find_driver(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    if (!h)
-        return;
-    void *p[10] = {sym(h, "cuCtxGetCurrent"),  sym(h, "cuMemGetInfo_v2"),    sym(h, "cuEventCreate"),
-                   sym(h, "cuEventRecord"),    sym(h, "cuEventQuery"),       sym(h, "cuEventElapsedTime"),
-                   sym(h, "cuEventDestroy_v2"), sym(h, "cuMemAlloc_v2"),     sym(h, "cuMemFree_v2"),
-                   sym(h, "cuCtxSynchronize")};
-    int all = 1;
-    for (int i = 0; i < 10; i++)
-        all = all && p[i];
-    if (!all)
-        return;
-    memcpy(&cu.ctx_get_current, &p[0], sizeof p[0]);
-    memcpy(&cu.mem_get_info, &p[1], sizeof p[1]);
-    memcpy(&cu.event_create, &p[2], sizeof p[2]);
-    memcpy(&cu.event_record, &p[3], sizeof p[3]);
-    memcpy(&cu.event_query, &p[4], sizeof p[4]);
-    memcpy(&cu.event_elapsed, &p[5], sizeof p[5]);
-    memcpy(&cu.event_destroy, &p[6], sizeof p[6]);
-    memcpy(&cu.mem_alloc, &p[7], sizeof p[7]);
-    memcpy(&cu.mem_free, &p[8], sizeof p[8]);
-    memcpy(&cu.ctx_sync, &p[9], sizeof p[9]);
-    void *capturing = sym(h, "cuStreamIsCapturing");
-    memcpy(&cu.stream_is_capturing, &capturing, sizeof capturing);
-    cu.usable = 1;
+    const uc_driver_api *d = uc_driver(1);
+    if (d && d->ctx_get_current && d->mem_get_info && d->event_create && d->event_record && d->event_query &&
+        d->event_elapsed && d->event_destroy && d->mem_alloc && d->mem_free && d->ctx_sync)
+        cu = d;
 }
 
-/* 1 when the driver API is in the process and this thread has a current context. */
+/* Whether the library forwarded to runs on the driver's device: cuDNN itself, or the host backend standing in
+ * for it over a test's stand-in driver (UCUDNN_HOST_DRIVER). The host backend otherwise keeps the host's clocks
+ * and memory, whatever driver the process has. */
+static int on_the_device(const uc_real_table *r)
+{
+    return !r->ucudnn_host_model_clock_ms || uc_cfg_host_driver();
+}
+
+/* 1 when the driver API is in the process, on the device, and this thread has a current context. */
 static int cuda_ready(void)
 {
+    if (!on_the_device(uc_real()))
+        return 0;
     pthread_once(&cu_once, find_driver);
     void *ctx = NULL;
-    return cu.usable && cu.ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
+    return cu && cu->ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
 }
 
 /* The device's free memory as the driver reports it (*gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY, the host backend's
@@ -100,7 +62,7 @@ size_t uc_device_free_memory(int *gpu)
 {
     size_t free_bytes = 0, total = 0;
     *gpu = 0;
-    if (cuda_ready() && cu.mem_get_info(&free_bytes, &total) == CU_SUCCESS && free_bytes > 0) {
+    if (cuda_ready() && cu->mem_get_info(&free_bytes, &total) == CU_SUCCESS && free_bytes > 0) {
         *gpu = 1;
         return free_bytes;
     }
@@ -118,8 +80,8 @@ int uc_stream_capturing(cudnnHandle_t handle)
         return uc_cfg_host_stream_capture();
     cudaStream_t stream = NULL;
     int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
-    if (!cu.stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
-        cu.stream_is_capturing(stream, &status) != CU_SUCCESS)
+    if (!cu->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        cu->stream_is_capturing(stream, &status) != CU_SUCCESS)
         return 1;
     return status != 0;
 }
@@ -177,7 +139,7 @@ void *uc_scratch_alloc(size_t bytes)
     unsigned long long dev = 0;
     if (uc_clock_kind() != UC_CLOCK_CUDA)
         p = host_scratch_alloc(bytes);
-    else if (cu.mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
+    else if (cu->mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
         p = (void *)(uintptr_t)dev;
     if (!p && uc_cfg_scratch_from_framework())
         p = uc_framework_scratch_alloc(bytes ? bytes : 1);
@@ -191,13 +153,13 @@ void uc_scratch_free(void *p)
     if (uc_clock_kind() != UC_CLOCK_CUDA)
         host_scratch_free(p);
     else
-        cu.mem_free((unsigned long long)(uintptr_t)p);
+        cu->mem_free((unsigned long long)(uintptr_t)p);
 }
 
 void uc_device_sync(void)
 {
     if (uc_clock_kind() == UC_CLOCK_CUDA)
-        cu.ctx_sync();
+        cu->ctx_sync();
 }
 
 /* ---- clocks ---- */
@@ -212,10 +174,10 @@ static double wall_ms(void)
 int uc_clock_kind(void)
 {
     const uc_real_table *r = uc_real();
+    if (r->cudnnGetStream && cuda_ready())
+        return UC_CLOCK_CUDA;
     if (r->ucudnn_host_timing_model && r->ucudnn_host_model_clock_ms && r->ucudnn_host_timing_model())
         return UC_CLOCK_MODEL;
-    if (!r->ucudnn_host_model_clock_ms && r->cudnnGetStream && cuda_ready())
-        return UC_CLOCK_CUDA;
     return UC_CLOCK_WALL;
 }
 
@@ -235,9 +197,9 @@ int uc_mark_start(uc_mark *m, cudnnHandle_t handle)
     if (uc_real()->cudnnGetStream(handle, &stream) != 0)
         return -1;
     m->stream = stream;
-    if (cu.event_create(&m->ev0, 0) != CU_SUCCESS)
+    if (cu->event_create(&m->ev0, 0) != CU_SUCCESS)
         return -1;
-    if (cu.event_create(&m->ev1, 0) != CU_SUCCESS || cu.event_record(m->ev0, m->stream) != CU_SUCCESS) {
+    if (cu->event_create(&m->ev1, 0) != CU_SUCCESS || cu->event_record(m->ev0, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -252,7 +214,7 @@ int uc_mark_stop(uc_mark *m)
     } else if (m->kind == UC_CLOCK_WALL) {
         m->ms = wall_ms() - m->t0;
         m->done = 1;
-    } else if (cu.event_record(m->ev1, m->stream) != CU_SUCCESS) {
+    } else if (cu->event_record(m->ev1, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -264,11 +226,11 @@ int uc_mark_read(uc_mark *m, double *ms)
     if (!m->done && m->kind == UC_CLOCK_CUDA) {
         if (!m->ev1)
             return -1;
-        int q = cu.event_query(m->ev1);
+        int q = cu->event_query(m->ev1);
         if (q != CU_SUCCESS)
             return q == 600 /* CUDA_ERROR_NOT_READY */ ? 0 : -1;
         float elapsed = 0;
-        if (cu.event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
+        if (cu->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
             return -1;
         m->ms = elapsed;
         m->done = 1;
@@ -281,9 +243,9 @@ int uc_mark_read(uc_mark *m, double *ms)
 void uc_mark_drop(uc_mark *m)
 {
     if (m->ev0)
-        cu.event_destroy(m->ev0);
+        cu->event_destroy(m->ev0);
     if (m->ev1)
-        cu.event_destroy(m->ev1);
+        cu->event_destroy(m->ev1);
     m->ev0 = m->ev1 = NULL;
 }
 
@@ -330,7 +292,7 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
     float host[3] = {1.0f, 1.0f, 0.0f};
     char *buf = (char *)host;
     if (st == 0 && kind == UC_CLOCK_CUDA) {
-        if (cu.mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
+        if (cu->mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
             st = uc_status(UC_ST_ALLOC);
         buf = (char *)(uintptr_t)dev;
     }
@@ -345,13 +307,13 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
                                             buf + 2 * sizeof(float));
         double t = ((kind == UC_CLOCK_MODEL ? r->ucudnn_host_model_clock_ms() : wall_ms()) - t0) / PROBE_CALLS;
         if (kind == UC_CLOCK_CUDA)
-            cu.ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
+            cu->ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
         if (round > 0 && (best < 0 || t < best)) /* round 0 warms up */
             best = t;
     }
     uc_guard--;
     if (dev)
-        cu.mem_free(dev);
+        cu->mem_free(dev);
     if (conv)
         r->cudnnDestroyConvolutionDescriptor(conv);
     if (w)

@@ -495,7 +495,8 @@ int uc_store_verdict(const char *key, const char *backend_id, int batch, int det
     /* No verdicts table (a cache of an older version, read-only): nothing stored, not an unusable cache. */
     if (rc != UC_SQLITE_OK || !st || sq.bind_text(st, 1, key, -1, UC_SQLITE_STATIC) != UC_SQLITE_OK ||
         sq.bind_text(st, 2, backend_id, -1, UC_SQLITE_STATIC) != UC_SQLITE_OK ||
-        sq.bind_int64(st, 3, batch) != UC_SQLITE_OK || sq.bind_int64(st, 4, deterministic_only ? 1 : 0) != UC_SQLITE_OK) {
+        sq.bind_int64(st, 3, batch) != UC_SQLITE_OK ||
+        sq.bind_int64(st, 4, deterministic_only ? 1 : 0) != UC_SQLITE_OK) {
         uc_log(UC_LOG_DEBUG, "no stored checks in %s: %s", path, sq.errmsg(db));
         goto done;
     }

@@ -10,10 +10,13 @@ clock.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
+from tests import _driver
 
 from .conftest import Inputs, Problem, Run, RunClient
 from .test_real_clients import check_output, engine_index
@@ -289,3 +292,34 @@ def test_a_stored_check_settles_the_variant_in_the_next_run(run_client: RunClien
     # Every call of the second run takes what the first run's check settled on (its steady time).
     assert runs[1].report["call_model_ms"] == pytest.approx([steady_ms(runs[0])] * (CALLS - 1), rel=1e-9)
     assert "settled by checks stored in the cache" in runs[1].stderr
+
+
+@pytest.mark.parametrize("benchmark", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("op", ["fprop", "dgrad"])
+def test_on_a_device_the_drivers_memory_and_events_decide_alike(
+    run_client: RunClient, standin_driver: Path, tmp_path: Path, op: str, benchmark: int
+) -> None:
+    """The memory-starved PyTorch above as on a GPU: the free memory from the driver (a stand-in, tests/_driver.py,
+    with 4 MiB), the variant's check timed by CUDA events that complete two queries late. The same variant, engine,
+    verdict and steady time as with the host backend's stand-in figures (UCUDNN_HOST_DEVICE_MEMORY, and
+    UCUDNN_HOST_FIND_MEMORY bounding any scratch as the device's 4 MiB does), and every event given back."""
+    p = Problem(op, **SHAPE)
+    inputs = Inputs.make(p)
+    extra = ("--calls", str(CALLS), "--benchmark", str(benchmark))
+    host_env = under(CAPACITY) | {"UCUDNN_HOST_FIND_MEMORY": str(CAPACITY)}
+    host = run_client("torch_v0", p, inputs, capacity=CAPACITY, preload=True, extra=extra, env_extra=host_env)
+    record = tmp_path / "driver.json"
+    device_env = _driver.on_device(standin_driver, record, memory=str(CAPACITY), event_lag="2")
+    device_env |= {"UCUDNN_DATABASE": str(tmp_path / "device.sqlite")}
+    dev = run_client("torch_v0", p, inputs, capacity=CAPACITY, preload=True, extra=extra, env_extra=device_env)
+    for run in (host, dev):
+        check_output(run, p, inputs)
+    seen = _driver.given_back(record)
+    # The variant's plan is the split of an engine, decided by the check: nothing benchmarked, nothing allocated,
+    # the check's events read as they completed, and the device never synchronised.
+    assert seen["records"] > 0 and seen["not_ready"] > 0 and seen["syncs"] == seen["allocs"] == 0, seen
+    keys = ("graph_offers", "graph_split_plans", "graph_verified", "graph_rejected_by_measurement")
+    assert {k: dev.stats[k] for k in keys} == {k: host.stats[k] for k in keys}, (host.stats, dev.stats)
+    assert dev.stats["graph_offers"] >= 1 and dev.stats["graph_split_plans"] >= 1, dev.stats
+    assert dev.report["engine"] == host.report["engine"] and dev.report["tried"] == host.report["tried"]
+    assert steady_ms(dev) == pytest.approx(steady_ms(host), rel=1e-9)

@@ -2,8 +2,9 @@
 JAX's devices of one process): the threads planning on different devices benchmark at once, each on its own device,
 while those on one device take turns, so that no benchmark's timing is disturbed by another on the same device.
 
-Off the GPU, c/standin_devices.c stands in for the driver (libcuda.so.1): each thread has its own current device,
-all of one name as identical GPUs have. c/meeting_searches.c stands in for the real cuDNN behind the shim: its
+Off the GPU, c/standin_driver.c stands in for the driver (libcuda.so.1; without UCUDNN_HOST_DRIVER the shim asks it
+only which device a thread works on): each thread has its own current device, all of one name as identical GPUs
+have. c/meeting_searches.c stands in for the real cuDNN behind the shim: its
 searches (the shim's benchmarks) record how many ran at once, and each thread's first search waits a while for
 another thread's to begin."""
 
@@ -26,20 +27,15 @@ CONV = ["op=fwd", "n=32", "c=16", "k=32", "in=12,12", "filt=3,3", "pad=1", "algo
 
 
 @pytest.fixture(scope="session")
-def stand_ins(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+def stand_ins(host_lib: Path, standin_driver: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """LD_PRELOAD for the tests: the stand-in driver, the preload library, then the meeting "real cuDNN"."""
     out = tmp_path_factory.mktemp("standins")
-    cuda = compile_c(
-        C_DIR / "standin_devices.c",
-        output=out / "libcuda.so.1",
-        link_cudnn=False,
-        extra=("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1"),
-    )
     # Its every other function comes from the host backend: a dependency kept though none of its symbols is used.
     host = (f"-L{_paths.LIB_DIR}", "-Wl,--no-as-needed", "-l:libcudnn.so.9", f"-Wl,-rpath,{_paths.LIB_DIR}")
     meeting = compile_c(
         C_DIR / "meeting_searches.c", output=out / "libmeeting.so", link_cudnn=False, extra=("-shared", "-fPIC", *host)
     )
+    cuda = standin_driver
     return f"{cuda} {_paths.PRELOAD} {meeting}"
 
 

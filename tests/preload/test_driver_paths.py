@@ -1,0 +1,204 @@
+"""The paths the preload library takes on a GPU, run on the host backend through a stand-in CUDA driver.
+
+On a GPU the shim times its benchmarks and the checks of its plans with CUDA events recorded on the caller's stream
+and read later (never by synchronising on a call), takes its benchmarks' scratch from cuMemAlloc, reads the free
+memory from cuMemGetInfo and asks cuStreamIsCapturing before timing anything. None of that runs where the host
+backend keeps the host's clocks. c/standin_driver.c is a libcuda.so.1 over host memory whose events take the host
+backend's model clock; with UCUDNN_HOST_DRIVER=1 the shim treats it as the device's. So the same program, under
+the same model, must make the same plans, reach the same verdicts and compute the same outputs as under the host's
+clocks, while the stand-in records that every event and every allocation was given back, that no event was read
+before it completed, and that the calls themselves never synchronised.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests._driver import given_back, on_device
+
+from .conftest import Run, RunDriver, assert_close, run_python_host
+from .test_graph_split import BIG, FWD, HOST, close
+
+# test_never_slower.py's layer: backward-filter ALGO_1 fast with a workspace that grows with N, ALGO_3 constant.
+LAYER = ["n=16", "c=64", "k=64", "in=28,28"]
+WS_B4 = 8028160
+SKEW = {"UCUDNN_HOST_FIND_SKEW": "bwd_filter:1:0.5"}  # Find flatters ALGO_1: its plan runs slower than predicted
+CHECK = {"UCUDNN_VERIFY_SAMPLES": "3"}
+
+
+def counts(run: Run) -> dict[str, int]:
+    s = run.report["stats"]
+    keys = ("verified", "rejected_by_measurement", "planned", "micro_batches", "passthrough")
+    return {k: int(s[k]) for k in keys}
+
+
+def steps(run: Run) -> list[tuple[int, int]]:
+    return [(m["batch"], m["algo"]) for m in run.report["last_plan"]["micro_batches"]]
+
+
+# ---- the legacy path: checks of plans on real executions, timed by events ----
+
+
+@pytest.mark.parametrize(
+    ("op", "algo", "env", "kept"),
+    [("bwd_filter", 3, SKEW, False), ("fwd", 1, {}, True)],
+    ids=["slower-than-predicted", "really-faster"],
+)
+@pytest.mark.parametrize("lag", [0, 3])
+def test_checks_on_real_executions_read_events_when_they_complete(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path, op: str, algo: int, env: dict[str, str], kept: bool,
+    lag: int,
+) -> None:  # fmt: skip
+    # The plan is timed against the undivided choice on the caller's executions. With lag, every event answers
+    # "not ready" three times before it completes, as on a GPU still running the work: the check waits for it on
+    # later executions instead of synchronising.
+    args = [f"op={op}", *LAYER, f"algo={algo}", f"ws={WS_B4}", "repeat=16"]
+    ref = run_driver(*args, preload=False, env=env)
+    host = run_driver(*args, env=env | CHECK | {"UCUDNN_DATABASE": str(tmp_path / "host.sqlite")})
+    record = tmp_path / "driver.json"
+    dev = run_driver(*args, env=env | CHECK | on_device(standin_driver, record, event_lag=str(lag)))
+    assert dev.returncode == 0, dev.stderr
+    seen = given_back(record)
+    assert seen["records"] > 0 and seen["elapsed_reads"] > 0, seen
+    assert (seen["not_ready"] > 0) == (lag > 0), seen
+    assert counts(dev)["verified"] == 1 and counts(dev)["rejected_by_measurement"] == (0 if kept else 1)
+    assert steps(dev) == steps(host) and (len(steps(dev)) > 1) == kept
+    if not lag:  # the same executions decide, at the same times
+        assert counts(dev) == counts(host)
+        assert dev.report["model_ms"] == pytest.approx(host.report["model_ms"])
+    assert dev.report["model_ms"][-1] == pytest.approx(host.report["model_ms"][-1])
+    assert_close(dev.output("float"), ref.output("float"), "float")
+
+
+def test_the_calls_never_synchronise(run_driver: RunDriver, standin_driver: Path, tmp_path: Path) -> None:
+    # Planning synchronises (the probe of a call's cost); the calls do not, nor do the checks timed on them: 16
+    # calls checked, 64 calls checked and 16 unchecked synchronise as often, the events answering "not ready"
+    # twice each. (The checked runs are long enough for the check to end: an event still pending at exit is not
+    # given back, and given_back would say so.)
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}"]
+    syncs = []
+    for samples, repeat in ((3, 16), (3, 64), (0, 16)):
+        record = tmp_path / f"driver{samples}-{repeat}.json"
+        fresh = {"UCUDNN_DATABASE": str(tmp_path / f"cache{samples}-{repeat}.sqlite")}  # each run plans and probes
+        env = {"UCUDNN_VERIFY_SAMPLES": str(samples)} | fresh | on_device(standin_driver, record, event_lag="2")
+        run = run_driver(*args, f"repeat={repeat}", env=env)
+        assert run.returncode == 0, run.stderr
+        assert run.report["stats"]["planned"] == repeat and run.report["stats"]["verified"] == (samples > 0)
+        syncs.append(given_back(record)["syncs"])
+    assert syncs[0] == syncs[1] == syncs[2] > 0, syncs
+
+
+# ---- memory: the driver's figure is what the framework can allocate ----
+
+
+def test_the_free_memory_is_the_drivers(run_driver: RunDriver, standin_driver: Path, tmp_path: Path) -> None:
+    # PyTorch's legacy choice under the default limit (no limit of ucudnn's own): Get*_v7, then the first entry
+    # it can allocate. The shim's bound is the free memory: the driver's on the device, the host backend's
+    # stand-in figure (UCUDNN_HOST_DEVICE_MEMORY) otherwise. Equal figures, equal plans.
+    args = ["op=fwd", *LAYER, "query=get", "ws=entry", "alloc_limit=4000000", "repeat=4"]
+    free = 6_000_000
+    host = run_driver(*args, env={"UCUDNN_HOST_DEVICE_MEMORY": str(free), "UCUDNN_DATABASE": str(tmp_path / "h.db")})
+    record = tmp_path / "driver.json"
+    dev = run_driver(*args, env=on_device(standin_driver, record, memory=str(free)))
+    assert dev.returncode == 0 and host.returncode == 0, (dev.stderr, host.stderr)
+    assert dev.report["perf"] == host.report["perf"]
+    assert dev.report["perf"][0]["memory"] <= free  # the first plan listed is the fastest within the figure
+    assert steps(dev) == steps(host)
+    given_back(record)
+    # The figure is the driver's: with more memory on the device, the first plan listed needs more.
+    roomy = run_driver(*args, env=on_device(standin_driver, tmp_path / "roomy.json", memory=str(64 << 20))
+                       | {"UCUDNN_DATABASE": str(tmp_path / "r.db")})  # fmt: skip
+    assert free < roomy.report["perf"][0]["memory"] <= 64 << 20, roomy.report["perf"][0]
+
+
+# ---- capture: nothing planned, nothing timed ----
+
+
+def test_a_stream_being_captured_is_neither_planned_nor_timed(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path
+) -> None:
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=6"]
+    ref = run_driver(*args, preload=False)
+    record = tmp_path / "driver.json"
+    dev = run_driver(*args, env=CHECK | on_device(standin_driver, record, capturing="1"))
+    assert dev.returncode == 0, dev.stderr
+    seen = given_back(record)
+    assert seen["capture_queries"] > 0 and seen["records"] == 0 and seen["syncs"] == 0, seen
+    assert dev.report["stats"]["planned"] == 0 and dev.report["stats"]["passthrough"] == 6, dev.report["stats"]
+    assert dev.report["model_ms"] == pytest.approx(ref.report["model_ms"])
+    assert_close(dev.output("float"), ref.output("float"), "float")
+
+
+# ---- the graph path: benchmarks on device scratch, timed by events ----
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+def test_graph_benchmarks_on_device_scratch_give_the_models_times(
+    host_lib: Path, preload_lib: Path, standin_driver: Path, tmp_path: Path, lag: int
+) -> None:
+    # test_graph_split.py's checked split (fwd at 4 MiB: 2 x 8 of a Winograd engine): its engines benchmarked on
+    # scratch from cuMemAlloc, timed by events; the same plan, verdict and times as under the host's clocks. With
+    # lag the check's events complete later, and its verdict comes a few executions later.
+    spec = {**BIG, "op": FWD, "repeat": 11 + 4 * lag}
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "4MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
+    runs: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+    for where in ("reference", "host", "device"):
+        folder = tmp_path / where
+        folder.mkdir()
+        extra = on_device(standin_driver, tmp_path / "driver.json", event_lag=str(lag)) if where == "device" else {}
+        out, report, stderr = run_python_host(HOST, [str(host_lib), json.dumps(spec)], folder, preload_lib,
+                                              None if where == "reference" else env | extra)  # fmt: skip
+        assert report["status"] == 0, (report, stderr)
+        runs[where] = (out, report)
+    seen = given_back(tmp_path / "driver.json")
+    assert seen["allocs"] > 0 and seen["records"] > 0 and (seen["not_ready"] > 0) == (lag > 0), seen
+    (expected, _), (_, host), (got, dev) = runs["reference"], runs["host"], runs["device"]
+    close(got, expected)
+    for key in ("graph_benchmarks", "graph_split_plans", "graph_verified", "graph_rejected_by_measurement"):
+        assert dev["stats"][key] == host["stats"][key], (key, dev["stats"], host["stats"])
+    assert dev["stats"]["graph_verified"] == 1 and dev["workspace"] == host["workspace"]
+    assert dev["model_ms"] == pytest.approx(host["model_ms"])  # the last execution's, the plan kept
+
+
+# ---- scratch: the device's, else borrowed from the framework ----
+
+
+@pytest.mark.parametrize("api", ["graph", "legacy"])
+def test_scratch_the_device_refuses_is_borrowed_and_never_freed_on_the_device(
+    standin_driver: Path, tmp_path: Path, api: str
+) -> None:
+    # tests/bench/test_framework_scratch.py's probe (a stand-in torch with a caching allocator, one forward
+    # convolution at N = 16 under 4 MiB), on a full device: 3 MiB left to cuMemAlloc (and to the host backend's own
+    # Find, which stands in for cuDNN's allocations), so the tensors at N = 16 (6.4 MB) are refused and benchmarks
+    # go short. With UCUDNN_SCRATCH_FROM_FRAMEWORK=1 the shim borrows what the device refused (the graph path's
+    # benchmarks, the legacy path's searches made again with Find*Ex), plans as with room, and gives each borrowed
+    # buffer back to the framework, never to cuMemFree.
+    from tests._env import run_json_probe
+
+    full = {"STANDIN_MEMORY": str(3 << 20), "UCUDNN_HOST_FIND_MEMORY": str(3 << 20)}
+
+    def probe(name: str, extra: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        record = tmp_path / f"{name}.json"
+        env = {"UCUDNN_DATABASE": str(tmp_path / f"{name}.sqlite"), "UCUDNN_HOST_TIMING": "model",
+               "UCUDNN_HOST_DRIVER": "1", "LD_PRELOAD": str(standin_driver), "STANDIN_RECORD": str(record),
+               **extra}  # fmt: skip
+        got = run_json_probe("tests.bench.scratch_probe", "--api", api, env=env, timeout=300)[-1]
+        assert got["rel_err"] <= 1e-5, got
+        return got, given_back(record)
+
+    roomy, roomy_seen = probe("roomy", {})
+    short, short_seen = probe("short", full)
+    borrowed, borrowed_seen = probe("borrowed", full | {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1"})
+    assert roomy["stats"]["benchmarks_short_of_memory"] == 0, roomy
+    assert (roomy_seen["peak"] > 3 << 20) == (api == "graph"), roomy_seen  # the legacy path searched with cuDNN's
+    assert short["stats"]["benchmarks_short_of_memory"] > 0 and short_seen["peak"] <= 3 << 20, (short, short_seen)
+    assert borrowed["stats"]["benchmarks_short_of_memory"] == 0, borrowed
+    assert borrowed["stats"]["framework_scratch_allocs"] == borrowed["allocator"]["allocs"] > 0, borrowed
+    assert borrowed["allocator"]["frees"] == borrowed["allocator"]["allocs"] and borrowed["allocator"]["live"] == 0
+    assert borrowed_seen["allocs"] > 0 and borrowed_seen["peak"] <= 3 << 20, borrowed_seen  # the device's part
+    assert borrowed["plan"] == roomy["plan"] and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
