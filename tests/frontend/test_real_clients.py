@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests import _driver
 from ucudnn import testing as T
 
 from .conftest import Inputs, Problem, Run, RunClient
@@ -185,17 +186,24 @@ def test_graph_benchmarks_short_of_memory_are_counted(run_client: RunClient, tmp
     assert full.report["workspace"] <= LIMIT_BYTES, full.report
 
 
+@pytest.mark.parametrize("where", ["host", "device"])
 @pytest.mark.parametrize("op", ["fprop", "dgrad"])
-def test_a_captured_stream_decides_no_plan(run_client: RunClient, op: str) -> None:
-    """While the stream is being captured into a CUDA graph (UCUDNN_HOST_STREAM_CAPTURE stands in for it) nothing is
-    built or timed: under the limit that micro-batches these graphs otherwise, every plan runs as built, bit for
-    bit as alone."""
+def test_a_captured_stream_decides_no_plan(
+    run_client: RunClient, standin_driver: Path, tmp_path: Path, op: str, where: str
+) -> None:
+    """While the stream is being captured into a CUDA graph nothing is built or timed: under the limit that
+    micro-batches these graphs otherwise, every plan runs as built, bit for bit as alone. The capture is
+    UCUDNN_HOST_STREAM_CAPTURE on the host, or, as on a GPU, the answer of a stand-in driver's cuStreamIsCapturing
+    (tests/_driver.py), which then records no event, no allocation and no synchronisation."""
     p = Problem(op, **LIMITED)
     inputs = Inputs.make(p)
     extra = ("--benchmark", "0", "--calls", "3")
     alone = run_client("torch_v0", p, inputs, extra=extra)
-    run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra,
-                     env_extra={"UCUDNN_HOST_STREAM_CAPTURE": "1"})  # fmt: skip
+    record = tmp_path / "driver.json"
+    capture = {"UCUDNN_HOST_STREAM_CAPTURE": "1"}
+    if where == "device":
+        capture = _driver.on_device(standin_driver, record, capturing="1")
+    run = run_client("torch_v0", p, inputs, preload=True, limit=LIMIT, extra=extra, env_extra=capture)
     stats = run.stats
     assert stats["graph_conv_plans"] > 0, stats
     assert stats["graph_split_plans"] == 0 and stats["graph_micro_batches"] == 0, stats
@@ -203,6 +211,9 @@ def test_a_captured_stream_decides_no_plan(run_client: RunClient, op: str) -> No
     assert run.report["engine"] == alone.report["engine"]
     assert run.output is not None and alone.output is not None
     assert np.array_equal(run.output, alone.output, equal_nan=True)
+    if where == "device":
+        seen = _driver.given_back(record)
+        assert seen["capture_queries"] > 0 and seen["records"] == seen["allocs"] == seen["syncs"] == 0, seen
 
 
 @pytest.mark.parametrize("op", ["fprop", "dgrad"])

@@ -22,7 +22,7 @@ import pytest
 from tests._driver import given_back, on_device
 
 from .conftest import Run, RunDriver, assert_close, run_python_host
-from .test_graph_split import BIG, FWD, HOST, close
+from .test_graph_split import BIG, FWD, HOST, close, run
 
 # test_never_slower.py's layer: backward-filter ALGO_1 fast with a workspace that grows with N, ALGO_3 constant.
 LAYER = ["n=16", "c=64", "k=64", "in=28,28"]
@@ -202,3 +202,51 @@ def test_scratch_the_device_refuses_is_borrowed_and_never_freed_on_the_device(
     assert borrowed["allocator"]["frees"] == borrowed["allocator"]["allocs"] and borrowed["allocator"]["live"] == 0
     assert borrowed_seen["allocs"] > 0 and borrowed_seen["peak"] <= 3 << 20, borrowed_seen  # the device's part
     assert borrowed["plan"] == roomy["plan"] and borrowed["workspace_bytes"] == roomy["workspace_bytes"]
+
+
+# ---- a driver that fails: never a crash, never a wrong result, nothing left behind ----
+
+FAULTS = ["cuEventCreate:2", "cuEventRecord:400", "cuEventQuery:700", "cuEventElapsedTime:700", "cuMemAlloc_v2:2",
+          "cuCtxSynchronize:700", "cuStreamIsCapturing:1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_driver_costs_the_check_not_the_result(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path, fault: str
+) -> None:
+    # The plan that is really faster (above), each driver function in turn failing on every call: out of
+    # resources (2), an invalid handle (400), or a context broken by a fault (700, which CUDA then returns from
+    # every call). The calls compute cuDNN's result; a check that cannot time its executions never keeps the plan;
+    # every event created and all memory allocated is given back.
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=16"]
+    ref = run_driver(*args, preload=False)
+    record = tmp_path / "driver.json"
+    dev = run_driver(*args, env=CHECK | on_device(standin_driver, record, event_lag="1", fail=fault))
+    assert dev.returncode == 0, dev.stderr
+    assert_close(dev.output("float"), ref.output("float"), "float")
+    given_back(record)
+    stats = dev.report["stats"]
+    untimed = fault.split(":")[0] in ("cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventElapsedTime")
+    if untimed:
+        assert stats["verified"] == stats["rejected_by_measurement"] == 1, stats
+        assert len(steps(dev)) == 1, dev.report["last_plan"]  # the undivided choice runs
+    if fault.startswith("cuStreamIsCapturing"):  # a capture cannot be ruled out: nothing planned, as captured
+        assert stats["planned"] == 0 and stats["passthrough"] == 16, stats
+
+
+@pytest.mark.parametrize("fault", ["cuEventCreate:2", "cuEventQuery:700", "cuMemAlloc_v2:2", "cuStreamIsCapturing:1"])
+def test_a_failing_driver_costs_graph_benchmarks_not_the_result(
+    host_lib: Path, preload_lib: Path, standin_driver: Path, tmp_path: Path, fault: str
+) -> None:
+    # The graph split under 4 MiB above (2 x 8 of a Winograd engine), its benchmarks untimed (events), without
+    # scratch (memory) or not run (a capture that cannot be ruled out): nothing is measured, so nothing is divided;
+    # the graph runs as built, with its own result, and nothing is left behind.
+    spec = {**BIG, "op": FWD, "repeat": 12}
+    expected, plain = run(host_lib, preload_lib, tmp_path, spec, None)
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "4MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
+    env |= on_device(standin_driver, tmp_path / "driver.json", event_lag="1", fail=fault)
+    got, report, stderr = run_python_host(HOST, [str(host_lib), json.dumps(spec)], tmp_path, preload_lib, env)
+    assert report["status"] == 0, (report, stderr)
+    close(got, expected)
+    given_back(tmp_path / "driver.json")
+    assert report["stats"]["graph_split_plans"] == 0 and report["workspace"] == plain["workspace"], report["stats"]

@@ -16,6 +16,9 @@
  *            unless a cuCtxSynchronize came since or an event recorded after it completed (the work is in order);
  *            cuEventElapsedTime on an event not complete answers the same.
  *   capture  cuStreamIsCapturing says STANDIN_CAPTURING (1: active; 0 by default).
+ *   faults   STANDIN_FAIL=name:status[,name:status...] makes every call of those functions (cuMemAlloc_v2,
+ *            cuEventCreate, cuEventRecord, cuEventQuery, cuEventElapsedTime, cuCtxSynchronize, cuStreamIsCapturing)
+ *            fail with that status, doing nothing: a driver out of resources, or a context a fault has broken.
  *
  * At exit it writes what it saw as JSON to STANDIN_RECORD: allocations, frees, the bytes still held and the most
  * held at once, events created, destroyed and recorded, queries answered not-ready, elapsed times read (and those
@@ -53,6 +56,20 @@ static long env_long(const char *name, long otherwise)
     return v && *v ? atol(v) : otherwise;
 }
 
+/* The status STANDIN_FAIL gives function `fn`, else CU_OK. */
+static int injected(const char *fn)
+{
+    const char *at = getenv("STANDIN_FAIL");
+    size_t len = strlen(fn);
+    while (at && *at) {
+        if (strncmp(at, fn, len) == 0 && at[len] == ':')
+            return atoi(at + len + 1);
+        at = strchr(at, ',');
+        at = at ? at + 1 : NULL;
+    }
+    return CU_OK;
+}
+
 /* ---- memory: a table of the blocks handed out ---- */
 
 #define BLOCKS 4096
@@ -63,6 +80,9 @@ static struct {
 
 int cuMemAlloc_v2(unsigned long long *out, size_t bytes)
 {
+    int fault = injected("cuMemAlloc_v2");
+    if (fault != CU_OK)
+        return fault;
     if (!out || !bytes)
         return CU_INVALID_VALUE;
     long limit = env_long("STANDIN_MEMORY", -1);
@@ -165,6 +185,9 @@ static int complete(event *ev)
 
 int cuEventCreate(void **out, unsigned flags)
 {
+    int fault = injected("cuEventCreate");
+    if (fault != CU_OK)
+        return fault;
     (void)flags;
     event *ev = calloc(1, sizeof *ev);
     if (!out || !ev) {
@@ -181,6 +204,9 @@ int cuEventCreate(void **out, unsigned flags)
 
 int cuEventRecord(void *e, void *stream)
 {
+    int fault = injected("cuEventRecord");
+    if (fault != CU_OK)
+        return fault;
     (void)stream;
     double t = now_ms();
     pthread_mutex_lock(&lock);
@@ -199,6 +225,9 @@ int cuEventRecord(void *e, void *stream)
 
 int cuEventQuery(void *e)
 {
+    int fault = injected("cuEventQuery");
+    if (fault != CU_OK)
+        return fault;
     pthread_mutex_lock(&lock);
     event *ev = live(e);
     int st = !ev ? CU_INVALID_HANDLE : complete(ev) ? CU_OK : CU_NOT_READY;
@@ -212,6 +241,9 @@ int cuEventQuery(void *e)
 
 int cuEventElapsedTime(float *ms, void *start, void *end)
 {
+    int fault = injected("cuEventElapsedTime");
+    if (fault != CU_OK)
+        return fault;
     pthread_mutex_lock(&lock);
     event *a = live(start), *b = live(end);
     int st = !ms || !a || !b ? CU_INVALID_HANDLE : complete(b) && complete(a) ? CU_OK : CU_NOT_READY;
@@ -290,6 +322,9 @@ int cuDeviceGetName(char *name, int len, int dev)
 
 int cuCtxSynchronize(void)
 {
+    int fault = injected("cuCtxSynchronize");
+    if (fault != CU_OK)
+        return fault;
     pthread_mutex_lock(&lock);
     sync_generation++;
     seen.syncs++;
@@ -299,6 +334,9 @@ int cuCtxSynchronize(void)
 
 int cuStreamIsCapturing(void *stream, int *status)
 {
+    int fault = injected("cuStreamIsCapturing");
+    if (fault != CU_OK)
+        return fault;
     (void)stream;
     if (!status)
         return CU_INVALID_VALUE;
