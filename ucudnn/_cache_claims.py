@@ -84,16 +84,24 @@ def _holder(row: tuple[object, ...] | None) -> Holder | None:
     return Holder(host, pid, float(at)) if is_time(at) else None
 
 
+def is_new_run(mark: object, seen: float | None) -> bool:
+    """Whether a run stored with ``mark`` (its ``measured_at``) is not the one the reader saw (``seen``, None for
+    none). By identity, not by time: a writer stamps its run before it waits for the write lock, so a run stored
+    after a reader's read can bear a time before it."""
+    return is_time(mark) and (seen is None or float(mark) != seen)  # type: ignore[arg-type]
+
+
 def claim(
-    conn: sqlite3.Connection, key: str, backend_id: str, batch: int, *, since: float, stale_after_s: float
+    conn: sqlite3.Connection, key: str, backend_id: str, batch: int, *, seen: float | None, stale_after_s: float
 ) -> Claim:
-    """Inside a write transaction: MEASURED if a run of ``batch`` was stored at or after ``since``, HELD if a live
-    process claimed it, else a new claim of this process's (replacing a void one)."""
+    """Inside a write transaction: MEASURED if the run of ``batch`` is not the one the caller read (``seen``: that
+    run's ``measured_at``, None where it read none), HELD if a live process claimed it, else a new claim of this
+    process's (replacing a void one)."""
     where = (key, backend_id, batch)
     run = conn.execute(
         "SELECT measured_at FROM benchmark_runs WHERE key = ? AND backend_id = ? AND batch = ?", where
     ).fetchone()
-    if run is not None and is_time(run[0]) and float(run[0]) >= since:
+    if run is not None and is_new_run(run[0], seen):
         return Claim(Outcome.MEASURED)
     now = time.time()
     holder = _holder(

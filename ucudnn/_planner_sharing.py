@@ -55,12 +55,12 @@ class SharedMeasure:
         backend_id: str,
         limit: int,
         wait_s: float,
-        read_at: float,
+        seen: dict[int, float],
         measure_here: Callable[[int], None],
         stored: dict[int, Any],
     ) -> None:
         self.cache, self.key, self.backend_id, self.limit = cache, key, backend_id, limit
-        self.wait_s, self.read_at = wait_s, read_at
+        self.wait_s, self.seen = wait_s, seen  # seen: the marks of the runs the planner read (Cache.run_marks)
         self.measure_here, self.stored = measure_here, stored
         self._read_count = self._taken_over = 0
 
@@ -92,7 +92,7 @@ class SharedMeasure:
                 return
             now = time.time()
             for b in sorted(held, reverse=True):
-                if b in runs and runs[b] >= self.read_at:
+                if b in runs and runs[b] != self.seen.get(b):  # a run stored since the read
                     self._read(b)
                     del held[b]
                 elif b not in holders or not holders[b].live(now, self.wait_s):
@@ -121,7 +121,7 @@ class SharedMeasure:
         ``after_other``: another process had claimed it (a size measured here then counts as taken over)."""
         try:
             claim = self.cache.claim_benchmark(
-                self.key, self.backend_id, b, since=self.read_at, stale_after_s=self.wait_s
+                self.key, self.backend_id, b, seen=self.seen.get(b), stale_after_s=self.wait_s
             )
         except (sqlite3.Error, CacheError) as exc:
             log.debug("cannot claim %s at b=%d in %s (%s); measuring it here", self.key, b, self.cache, exc)

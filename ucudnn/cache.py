@@ -253,30 +253,42 @@ class Cache:
         """True when other processes may plan on this cache with this one: a file, open for writing."""
         return self.path is not None and not self.memory_only and not self.read_only
 
-    def claim_benchmark(self, key: str, backend_id: str, batch: int, *, since: float, stale_after_s: float) -> Claim:
+    def claim_benchmark(
+        self, key: str, backend_id: str, batch: int, *, seen: float | None, stale_after_s: float
+    ) -> Claim:
         """Claim the benchmark of ``key`` at ``batch`` for this process (see :mod:`ucudnn._cache_claims`): CLAIMED
-        (measure it, then ``release_benchmark``), MEASURED (a run was stored at or after ``since``: read it) or
-        HELD (a live process claimed it less than ``stale_after_s`` ago: wait for its run)."""
+        (measure it, then ``release_benchmark``), MEASURED (the size's run is another than the one the caller read,
+        whose mark from ``run_marks`` is ``seen``, None where it read none: read it) or HELD (a live process claimed
+        it less than ``stale_after_s`` ago: wait for its run)."""
         check_key(key, backend_id)
         check_positive("batch", batch)
         return self._store.write(
-            lambda conn: _cache_claims.claim(conn, key, backend_id, batch, since=since, stale_after_s=stale_after_s)
+            lambda conn: _cache_claims.claim(conn, key, backend_id, batch, seen=seen, stale_after_s=stale_after_s)
         )
 
     def release_benchmark(self, key: str, backend_id: str, batch: int, token: str) -> None:
         """Drop this process's claim on ``key`` at ``batch`` (its run stored, or its benchmark failed)."""
         self._store.write(lambda conn: _cache_claims.release(conn, key, backend_id, batch, token))
 
+    def run_marks(self, key: str, backend_id: str, batches: Sequence[int]) -> dict[int, float]:
+        """{b: the mark of its stored run} of ``batches`` (its ``measured_at``): what a later claim or poll compares
+        with to tell a run stored since from the one read."""
+        if not batches:
+            return {}
+        runs_sql, _ = _cache_claims.progress_sql(batches)
+        rows = self._store.read(runs_sql, (key, backend_id, *batches))
+        return {int(b): float(t) for b, t in rows if is_int(b, 1) and is_time(t)}
+
     def benchmark_progress(
         self, key: str, backend_id: str, batches: Sequence[int]
     ) -> tuple[dict[int, float], dict[int, Holder]]:
-        """For a waiter's poll, in two reads: {b: when its run was stored} and {b: who claimed it} of ``batches``."""
+        """For a waiter's poll, in two reads: the marks of the runs stored (``run_marks``) and {b: who claimed it}
+        of ``batches``."""
         if not batches:
             return {}, {}
-        runs_sql, claims_sql = _cache_claims.progress_sql(batches)
-        params = (key, backend_id, *batches)
-        runs = {int(b): float(t) for b, t in self._store.read(runs_sql, params) if is_int(b, 1) and is_time(t)}
-        return runs, _cache_claims.holders(self._store.read(claims_sql, params))
+        _, claims_sql = _cache_claims.progress_sql(batches)
+        runs = self.run_marks(key, backend_id, batches)
+        return runs, _cache_claims.holders(self._store.read(claims_sql, (key, backend_id, *batches)))
 
     # ---------------------------------------------------------------- plans
 

@@ -13,7 +13,6 @@ import dataclasses
 import math
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -497,12 +496,14 @@ class Planner:
         process: a size this planner measured short of memory is taken as it is. A plan made from a run short of
         memory for its limit is not stored."""
         wait_s = self._benchmark_wait()
-        read_at = time.time()
         try:
+            # The runs' marks first: a run stored after this read bears another mark, even if it was stamped
+            # before (claims tell new runs from the ones read here by these marks, never by time).
+            seen = self.cache.run_marks(key, backend_id, sizes) if wait_s > 0 and self.cache.shared else {}
             stored = self.cache.get_benchmarks(key, backend_id, sizes, complete_within=limit)
         except (sqlite3.Error, CacheError) as exc:
             log.warning("cannot read benchmarks from %s (%s); benchmarking afresh", self.cache, exc)
-            stored = {}
+            seen, stored = {}, {}
         # Sizes this process measured short of memory, incomplete for this limit: taken as they are, in one read.
         again = [b for b in sizes if b not in stored and (key, backend_id, b) in self._short_here]
         try:
@@ -532,7 +533,7 @@ class Planner:
 
         missing = [b for b in sorted(sizes, reverse=True) if b not in stored]
         if wait_s > 0 and self.cache.shared and missing:
-            sharing = SharedMeasure(self.cache, key, backend_id, limit, wait_s, read_at, measure_here, stored)
+            sharing = SharedMeasure(self.cache, key, backend_id, limit, wait_s, seen, measure_here, stored)
             self._note_shared(sharing.run(missing))
         else:
             for b in missing:

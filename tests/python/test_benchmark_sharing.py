@@ -107,7 +107,7 @@ class Counted:
 def _hold(path: Path, b: int, *, host: str | None = None, pid: int | None = None, age_s: float = 0.0) -> None:
     """A claim on ``b`` as another process left it."""
     with Cache(path) as c:
-        claim = c.claim_benchmark(KEY, BACKEND, b, since=time.time(), stale_after_s=60)
+        claim = c.claim_benchmark(KEY, BACKEND, b, seen=None, stale_after_s=60)
         assert claim.outcome is Outcome.CLAIMED
         c._store.write(
             lambda conn: conn.execute(
@@ -170,7 +170,7 @@ def test_a_live_holder_is_waited_for_within_the_bound_then_measured_here(
 def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     other = Cache(path)
-    claim = other.claim_benchmark(KEY, BACKEND, 64, since=time.time(), stale_after_s=60)
+    claim = other.claim_benchmark(KEY, BACKEND, 64, seen=None, stale_after_s=60)
     assert claim.outcome is Outcome.CLAIMED
 
     def finish() -> None:  # the other process: its run of b=64 lands after a while, then its claim goes
@@ -197,7 +197,7 @@ def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> 
 def test_a_holder_whose_benchmark_failed_leaves_the_size_to_the_waiter(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     other = Cache(path)
-    claim = other.claim_benchmark(KEY, BACKEND, 64, since=time.time(), stale_after_s=60)
+    claim = other.claim_benchmark(KEY, BACKEND, 64, seen=None, stale_after_s=60)
 
     def fail() -> None:  # nothing stored, the claim released
         time.sleep(0.3)
@@ -216,19 +216,60 @@ def test_a_holder_whose_benchmark_failed_leaves_the_size_to_the_waiter(tmp_path:
 
 def test_a_claim_answers_measured_for_a_run_stored_since_the_read(tmp_path: Path) -> None:
     with Cache(tmp_path / "c.sqlite") as c:
-        before = time.time()
+        seen = c.run_marks(KEY, BACKEND, [8])
+        assert seen == {}
         c.put_benchmark(KEY, BACKEND, 8, table(8))
-        assert c.claim_benchmark(KEY, BACKEND, 8, since=before, stale_after_s=60).outcome is Outcome.MEASURED
-        later = c.claim_benchmark(KEY, BACKEND, 8, since=time.time() + 1, stale_after_s=60)
-        assert later.outcome is Outcome.CLAIMED  # an older run (short of memory for the reader) is measured again
+        assert c.claim_benchmark(KEY, BACKEND, 8, seen=seen.get(8), stale_after_s=60).outcome is Outcome.MEASURED
+        seen = c.run_marks(KEY, BACKEND, [8])
+        later = c.claim_benchmark(KEY, BACKEND, 8, seen=seen[8], stale_after_s=60)
+        assert later.outcome is Outcome.CLAIMED  # the run read (short of memory for the reader) is measured again
         # Another claim on it by this very process (a second thread) is held, not claimed twice.
-        held = c.claim_benchmark(KEY, BACKEND, 8, since=time.time() + 1, stale_after_s=60)
+        held = c.claim_benchmark(KEY, BACKEND, 8, seen=seen[8], stale_after_s=60)
         assert held.outcome is Outcome.HELD and held.holder is not None and held.holder.pid == os.getpid()
         c.release_benchmark(KEY, BACKEND, 8, "not-the-token")  # someone else's release drops nothing
         assert list(c.benchmark_progress(KEY, BACKEND, [8])[1]) == [8]
         assert c.stats()["benchmark_claims"] == 1
         c.release_benchmark(KEY, BACKEND, 8, later.token)
         assert c.benchmark_progress(KEY, BACKEND, [8])[1] == {}
+
+
+def _backdate_runs(cache: Cache, seconds: float) -> None:
+    """As a writer leaves its run when it stamped it, then waited for the write lock: stamped before it was stored."""
+    cache._store.write(lambda conn: conn.execute("UPDATE benchmark_runs SET measured_at = measured_at - ?", (seconds,)))
+
+
+def test_a_run_stamped_before_the_read_but_stored_after_it_is_new(tmp_path: Path) -> None:
+    # Was: a claim asked whether a run was stored at or after the reader's read, by time; a writer stamps its run
+    # before it waits for the write lock, so a run that landed after the read could bear an earlier time, and the
+    # reader, its holder's claim released, measured the size again (data-parallel ranks: 13 benchmarks where 11
+    # sizes-engines were missing, one run in ten). Runs are now told apart by the mark of the run read.
+    with Cache(tmp_path / "c.sqlite") as reader, Cache(tmp_path / "c.sqlite") as writer:
+        seen = reader.run_marks(KEY, BACKEND, [8])
+        writer.put_benchmark(KEY, BACKEND, 8, table(8))
+        _backdate_runs(writer, 5.0)
+        assert reader.claim_benchmark(KEY, BACKEND, 8, seen=seen.get(8), stale_after_s=60).outcome is Outcome.MEASURED
+
+
+def test_a_backdated_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    other = Cache(path)
+    claim = other.claim_benchmark(KEY, BACKEND, 64, seen=None, stale_after_s=60)
+
+    def finish() -> None:  # the other process: its run of b=64, stamped before the waiter read, lands later
+        time.sleep(0.5)
+        other.put_benchmark(KEY, BACKEND, 64, table(64))
+        _backdate_runs(other, 60.0)
+        other.release_benchmark(KEY, BACKEND, 64, claim.token)
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    bench = Counted()
+    planner = Planner(Cache(path), benchmark_wait_s=60)
+    _plan(planner, bench)
+    thread.join()
+    other.close()
+    assert bench.calls == [32, 16, 8, 4, 2, 1]  # never 64
+    assert planner.shared.read == 1 and planner.shared.taken_over == 0
 
 
 def test_a_forged_claim_is_void(tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ def test_stats_say_benchmarks_in_progress(db: Path) -> None:
     plain = ucudnn("db", "--database", str(db), "stats")
     assert plain.returncode == 0 and "in progress" not in plain.stdout
     with Cache(db) as c:
-        c.claim_benchmark(KEY, "gpu", 8, since=0.0, stale_after_s=60)  # a rank measuring b=8 right now
+        c.claim_benchmark(KEY, "gpu", 8, seen=None, stale_after_s=60)  # a rank measuring b=8 right now
     busy = ucudnn("db", "--database", str(db), "stats")
     assert busy.returncode == 0 and "in progress:     1 benchmark(s) claimed" in busy.stdout
     assert "void claims" not in busy.stdout
@@ -201,8 +201,8 @@ def test_stats_say_benchmarks_in_progress(db: Path) -> None:
     # in progress, counted apart.
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     with Cache(db) as c:
-        c.claim_benchmark(KEY, "gpu", 16, since=0.0, stale_after_s=60)
-        c.claim_benchmark(KEY, "gpu", 32, since=0.0, stale_after_s=60)
+        c.claim_benchmark(KEY, "gpu", 16, seen=None, stale_after_s=60)
+        c.claim_benchmark(KEY, "gpu", 32, seen=None, stale_after_s=60)
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE benchmark_claims SET pid = ? WHERE batch = 16", (int(dead.stdout),))
         conn.execute("UPDATE benchmark_claims SET claimed_at = claimed_at - 120 WHERE batch = 32")
