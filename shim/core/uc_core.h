@@ -219,7 +219,7 @@ int uc_device_class(void);
 
 /* Free device memory (driver API, *gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY (*gpu = 0), else 0 (unknown). */
 size_t uc_device_free_memory(int *gpu);
-enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2 };
+enum { UC_CLOCK_WALL = 0, UC_CLOCK_MODEL = 1, UC_CLOCK_CUDA = 2, UC_CLOCK_NONE = 3 /* a device out of reach */ };
 int uc_clock_kind(void);
 /* Scratch memory for benchmarks at planning time: device memory on a GPU, zeroed host memory on the host
  * backend; NULL when short. uc_device_sync waits for the device (planning time only). */

@@ -4,14 +4,17 @@
  *
  * Nothing here links against CUDA: the driver API (uc_driver.c) is used only when the process has already
  * loaded it, with a current context, and cuDNN runs on its device (or the host backend stands in for such a cuDNN
- * over a test's stand-in driver, UCUDNN_HOST_DRIVER). Three clocks:
+ * over a test's stand-in driver, UCUDNN_HOST_DRIVER). Three clocks, and a fourth state:
  *   - model: the host backend under UCUDNN_HOST_TIMING=model exports a per-thread clock that advances by the
  *     modelled time of every execution (deterministic, for tests);
  *   - cuda:  CUDA events recorded on the handle's stream around the calls; read later, when the events have
  *     completed (cuEventQuery), never by synchronising the host with the device;
- *   - wall:  the monotonic clock around the calls (the host backend's calls are synchronous).
+ *   - wall:  the monotonic clock around the calls (the host backend's calls are synchronous);
+ *   - none:  cuDNN runs on a device whose driver the shim cannot reach (not loaded, or no current context in the
+ *     calling thread): nothing is timed, allocated or planned, and the calls run as they are (host memory or a
+ *     host clock would be wrong there: cuDNN would read the memory as the device's, and its launches return
+ *     before the work is done).
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,20 +25,41 @@
 
 /* ---- the driver API, when the process has it and it is the device's ---- */
 
-/* The driver (uc_driver.c) where it has the ten functions the clocks and scratch need, else NULL. Decided once, at
- * the first use, so that the clock never changes under a process: scratch allocated under one clock is freed under
- * the same one. */
-static const uc_driver_api *cu;
-static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+/* The driver (uc_driver.c) once it has been found with the ten functions the clocks and scratch need; NULL until
+ * then. A look that finds none is repeated at most once a second (a miss costs tens of microseconds): a process
+ * that asked before it loaded CUDA is served once it has. Once found it stays. */
+static const uc_driver_api *_Atomic found;
+static _Atomic long long next_look_ms;
 
 #define CU_SUCCESS 0
 
-static void find_driver(void)
+static long long coarse_ms(void)
 {
-    const uc_driver_api *d = uc_driver(1);
-    if (d && d->ctx_get_current && d->mem_get_info && d->event_create && d->event_record && d->event_query &&
-        d->event_elapsed && d->event_destroy && d->mem_alloc && d->mem_free && d->ctx_sync)
-        cu = d;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const uc_driver_api *device_driver(void)
+{
+    const uc_driver_api *d = atomic_load_explicit(&found, memory_order_acquire);
+    if (d)
+        return d;
+    long long now = coarse_ms(), due = atomic_load(&next_look_ms);
+    if (now < due || !atomic_compare_exchange_strong(&next_look_ms, &due, now + 1000))
+        return NULL;
+    d = uc_driver(1);
+    if (!d || !d->ctx_get_current || !d->mem_get_info || !d->event_create || !d->event_record || !d->event_query ||
+        !d->event_elapsed || !d->event_destroy || !d->mem_alloc || !d->mem_free || !d->ctx_sync)
+        return NULL;
+    atomic_store_explicit(&found, d, memory_order_release);
+    return d;
+}
+
+/* The driver found, for the paths that run under UC_CLOCK_CUDA (which implies it). */
+static const uc_driver_api *cu(void)
+{
+    return atomic_load_explicit(&found, memory_order_acquire);
 }
 
 /* Whether the library forwarded to runs on the driver's device: cuDNN itself, or the host backend standing in
@@ -46,14 +70,22 @@ static int on_the_device(const uc_real_table *r)
     return !r->ucudnn_host_model_clock_ms || uc_cfg_host_driver();
 }
 
-/* 1 when the driver API is in the process, on the device, and this thread has a current context. */
+/* 1 when the driver API is in the process and this thread has a current context. */
 static int cuda_ready(void)
 {
-    if (!on_the_device(uc_real()))
-        return 0;
-    pthread_once(&cu_once, find_driver);
+    const uc_driver_api *d = device_driver();
     void *ctx = NULL;
-    return cu && cu->ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
+    return d && d->ctx_get_current(&ctx) == CU_SUCCESS && ctx != NULL;
+}
+
+int uc_clock_kind(void)
+{
+    const uc_real_table *r = uc_real();
+    if (on_the_device(r))
+        return r->cudnnGetStream && cuda_ready() ? UC_CLOCK_CUDA : UC_CLOCK_NONE;
+    if (r->ucudnn_host_timing_model && r->ucudnn_host_model_clock_ms && r->ucudnn_host_timing_model())
+        return UC_CLOCK_MODEL;
+    return UC_CLOCK_WALL;
 }
 
 /* The device's free memory as the driver reports it (*gpu = 1), else UCUDNN_HOST_DEVICE_MEMORY, the host backend's
@@ -62,7 +94,8 @@ size_t uc_device_free_memory(int *gpu)
 {
     size_t free_bytes = 0, total = 0;
     *gpu = 0;
-    if (cuda_ready() && cu->mem_get_info(&free_bytes, &total) == CU_SUCCESS && free_bytes > 0) {
+    if (on_the_device(uc_real()) && cuda_ready() && cu()->mem_get_info(&free_bytes, &total) == CU_SUCCESS &&
+        free_bytes > 0) {
         *gpu = 1;
         return free_bytes;
     }
@@ -70,18 +103,25 @@ size_t uc_device_free_memory(int *gpu)
     return stand_in < UC_UNLIMITED ? stand_in : UC_UNLIMITED;
 }
 
-/* 1 when the handle's stream is being captured into a CUDA graph (or that cannot be ruled out on a GPU): then
+/* 1 when the handle's stream is being captured into a CUDA graph, or that cannot be ruled out on a device: then
  * no plan is made (its searches would be captured, or would invalidate the capture by synchronising) and the
  * checks on real executions neither record nor query events, which would be captured or, in the global capture
- * mode, invalidate the capture. Off the GPU, UCUDNN_HOST_STREAM_CAPTURE (tests). */
+ * mode, invalidate the capture. A device whose driver the shim cannot reach (no libcuda.so.1 in the process, or
+ * no current context in the calling thread: UC_CLOCK_NONE) is such a case, counted (driver_unreachable): nothing
+ * is planned, timed or allocated for its calls. Off the GPU, UCUDNN_HOST_STREAM_CAPTURE (tests). */
 int uc_stream_capturing(cudnnHandle_t handle)
 {
-    if (uc_clock_kind() != UC_CLOCK_CUDA)
+    int kind = uc_clock_kind();
+    if (kind == UC_CLOCK_NONE) {
+        UC_COUNT(driver_unreachable, 1);
+        return 1;
+    }
+    if (kind != UC_CLOCK_CUDA)
         return uc_cfg_host_stream_capture();
     cudaStream_t stream = NULL;
     int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
-    if (!cu->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
-        cu->stream_is_capturing(stream, &status) != CU_SUCCESS)
+    if (!cu()->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        cu()->stream_is_capturing(stream, &status) != CU_SUCCESS)
         return 1;
     return status != 0;
 }
@@ -131,15 +171,17 @@ static void host_scratch_free(void *p)
     free(base);
 }
 
-/* Scratch of the shim's own; where the device has none and UCUDNN_SCRATCH_FROM_FRAMEWORK is set, borrowed from
- * the framework's allocator. */
+/* Scratch of the shim's own: host memory for the host backend, device memory from the driver for cuDNN (never host
+ * memory: cuDNN would read it as the device's), none where the driver cannot be reached; where that gives none and
+ * UCUDNN_SCRATCH_FROM_FRAMEWORK is set, borrowed from the framework's allocator. Freed by where it came from: the
+ * library decides, which never changes, not the clock, which a thread without a context can change. */
 void *uc_scratch_alloc(size_t bytes)
 {
     void *p = NULL;
     unsigned long long dev = 0;
-    if (uc_clock_kind() != UC_CLOCK_CUDA)
+    if (!on_the_device(uc_real()))
         p = host_scratch_alloc(bytes);
-    else if (cu->mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
+    else if (uc_clock_kind() == UC_CLOCK_CUDA && cu()->mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
         p = (void *)(uintptr_t)dev;
     if (!p && uc_cfg_scratch_from_framework())
         p = uc_framework_scratch_alloc(bytes ? bytes : 1);
@@ -150,16 +192,16 @@ void uc_scratch_free(void *p)
 {
     if (!p || uc_framework_scratch_free(p))
         return;
-    if (uc_clock_kind() != UC_CLOCK_CUDA)
+    if (!on_the_device(uc_real()))
         host_scratch_free(p);
-    else
-        cu->mem_free((unsigned long long)(uintptr_t)p);
+    else if (cu())
+        cu()->mem_free((unsigned long long)(uintptr_t)p);
 }
 
 void uc_device_sync(void)
 {
     if (uc_clock_kind() == UC_CLOCK_CUDA)
-        cu->ctx_sync();
+        cu()->ctx_sync();
 }
 
 /* ---- clocks ---- */
@@ -169,16 +211,6 @@ static double wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-int uc_clock_kind(void)
-{
-    const uc_real_table *r = uc_real();
-    if (r->cudnnGetStream && cuda_ready())
-        return UC_CLOCK_CUDA;
-    if (r->ucudnn_host_timing_model && r->ucudnn_host_model_clock_ms && r->ucudnn_host_timing_model())
-        return UC_CLOCK_MODEL;
-    return UC_CLOCK_WALL;
 }
 
 int uc_mark_start(uc_mark *m, cudnnHandle_t handle)
@@ -193,13 +225,15 @@ int uc_mark_start(uc_mark *m, cudnnHandle_t handle)
         m->t0 = wall_ms();
         return 0;
     }
+    if (m->kind == UC_CLOCK_NONE)
+        return -1; /* a device the shim cannot time: untimed */
     cudaStream_t stream = NULL;
     if (uc_real()->cudnnGetStream(handle, &stream) != 0)
         return -1;
     m->stream = stream;
-    if (cu->event_create(&m->ev0, 0) != CU_SUCCESS)
+    if (cu()->event_create(&m->ev0, 0) != CU_SUCCESS)
         return -1;
-    if (cu->event_create(&m->ev1, 0) != CU_SUCCESS || cu->event_record(m->ev0, m->stream) != CU_SUCCESS) {
+    if (cu()->event_create(&m->ev1, 0) != CU_SUCCESS || cu()->event_record(m->ev0, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -214,7 +248,7 @@ int uc_mark_stop(uc_mark *m)
     } else if (m->kind == UC_CLOCK_WALL) {
         m->ms = wall_ms() - m->t0;
         m->done = 1;
-    } else if (cu->event_record(m->ev1, m->stream) != CU_SUCCESS) {
+    } else if (cu()->event_record(m->ev1, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -226,11 +260,11 @@ int uc_mark_read(uc_mark *m, double *ms)
     if (!m->done && m->kind == UC_CLOCK_CUDA) {
         if (!m->ev1)
             return -1;
-        int q = cu->event_query(m->ev1);
+        int q = cu()->event_query(m->ev1);
         if (q != CU_SUCCESS)
             return q == 600 /* CUDA_ERROR_NOT_READY */ ? 0 : -1;
         float elapsed = 0;
-        if (cu->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
+        if (cu()->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
             return -1;
         m->ms = elapsed;
         m->done = 1;
@@ -243,9 +277,9 @@ int uc_mark_read(uc_mark *m, double *ms)
 void uc_mark_drop(uc_mark *m)
 {
     if (m->ev0)
-        cu->event_destroy(m->ev0);
+        cu()->event_destroy(m->ev0);
     if (m->ev1)
-        cu->event_destroy(m->ev1);
+        cu()->event_destroy(m->ev1);
     m->ev0 = m->ev1 = NULL;
 }
 
@@ -268,6 +302,8 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
         !r->cudnnConvolutionForward)
         return uc_status(UC_ST_NOT_SUPPORTED);
     int kind = uc_clock_kind();
+    if (kind == UC_CLOCK_NONE) /* cuDNN on a device whose memory the shim cannot allocate */
+        return uc_status(UC_ST_NOT_SUPPORTED);
     cudnnTensorDescriptor_t x = NULL, y = NULL;
     cudnnFilterDescriptor_t w = NULL;
     cudnnConvolutionDescriptor_t conv = NULL;
@@ -292,7 +328,7 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
     float host[3] = {1.0f, 1.0f, 0.0f};
     char *buf = (char *)host;
     if (st == 0 && kind == UC_CLOCK_CUDA) {
-        if (cu->mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
+        if (cu()->mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
             st = uc_status(UC_ST_ALLOC);
         buf = (char *)(uintptr_t)dev;
     }
@@ -307,13 +343,13 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
                                             buf + 2 * sizeof(float));
         double t = ((kind == UC_CLOCK_MODEL ? r->ucudnn_host_model_clock_ms() : wall_ms()) - t0) / PROBE_CALLS;
         if (kind == UC_CLOCK_CUDA)
-            cu->ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
+            cu()->ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
         if (round > 0 && (best < 0 || t < best)) /* round 0 warms up */
             best = t;
     }
     uc_guard--;
     if (dev)
-        cu->mem_free(dev);
+        cu()->mem_free(dev);
     if (conv)
         r->cudnnDestroyConvolutionDescriptor(conv);
     if (w)

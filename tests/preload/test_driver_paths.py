@@ -41,6 +41,15 @@ def steps(run: Run) -> list[tuple[int, int]]:
     return [(m["batch"], m["algo"]) for m in run.report["last_plan"]["micro_batches"]]
 
 
+def against_cudnn(run_driver: RunDriver, args: list[str], env: dict[str, str]) -> tuple[Run, Run]:
+    """cuDNN alone, and the run under `env`: it must succeed with cuDNN alone's output."""
+    ref = run_driver(*args, preload=False)
+    got = run_driver(*args, env=env)
+    assert got.returncode == 0, got.stderr
+    assert_close(got.output("float"), ref.output("float"), "float")
+    return ref, got
+
+
 # ---- the legacy path: checks of plans on real executions, timed by events ----
 
 
@@ -123,15 +132,12 @@ def test_a_stream_being_captured_is_neither_planned_nor_timed(
     run_driver: RunDriver, standin_driver: Path, tmp_path: Path
 ) -> None:
     args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=6"]
-    ref = run_driver(*args, preload=False)
     record = tmp_path / "driver.json"
-    dev = run_driver(*args, env=CHECK | on_device(standin_driver, record, capturing="1"))
-    assert dev.returncode == 0, dev.stderr
+    ref, dev = against_cudnn(run_driver, args, CHECK | on_device(standin_driver, record, capturing="1"))
     seen = given_back(record)
     assert seen["capture_queries"] > 0 and seen["records"] == 0 and seen["syncs"] == 0, seen
     assert dev.report["stats"]["planned"] == 0 and dev.report["stats"]["passthrough"] == 6, dev.report["stats"]
     assert dev.report["model_ms"] == pytest.approx(ref.report["model_ms"])
-    assert_close(dev.output("float"), ref.output("float"), "float")
 
 
 # ---- the graph path: benchmarks on device scratch, timed by events ----
@@ -219,11 +225,8 @@ def test_a_failing_driver_costs_the_check_not_the_result(
     # every call). The calls compute cuDNN's result; a check that cannot time its executions never keeps the plan;
     # every event created and all memory allocated is given back.
     args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=16"]
-    ref = run_driver(*args, preload=False)
     record = tmp_path / "driver.json"
-    dev = run_driver(*args, env=CHECK | on_device(standin_driver, record, event_lag="1", fail=fault))
-    assert dev.returncode == 0, dev.stderr
-    assert_close(dev.output("float"), ref.output("float"), "float")
+    _, dev = against_cudnn(run_driver, args, CHECK | on_device(standin_driver, record, event_lag="1", fail=fault))
     given_back(record)
     stats = dev.report["stats"]
     untimed = fault.split(":")[0] in ("cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventElapsedTime")
@@ -250,3 +253,43 @@ def test_a_failing_driver_costs_graph_benchmarks_not_the_result(
     close(got, expected)
     given_back(tmp_path / "driver.json")
     assert report["stats"]["graph_split_plans"] == 0 and report["workspace"] == plain["workspace"], report["stats"]
+
+
+# ---- a device out of reach: everything runs as it is ----
+
+
+@pytest.mark.parametrize("case", ["no-context", "no-driver"])
+def test_a_device_whose_driver_is_out_of_reach_is_left_alone(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path, case: str
+) -> None:
+    # cuDNN on a device, but no current context in the calling thread, or no driver in the process at all
+    # (UCUDNN_HOST_DRIVER without one): the shim can neither time the device nor allocate on it, and host memory or
+    # the host's clock would be wrong there. So even under an explicit limit nothing is planned, timed or allocated:
+    # every call runs as it is (counted as driver_unreachable).
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=6"]
+    record = tmp_path / "driver.json"
+    env = on_device(standin_driver, record, no_context="-1")
+    if case == "no-driver":
+        env = {"UCUDNN_HOST_DRIVER": "1"}
+    ref, dev = against_cudnn(run_driver, args, CHECK | env | {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "1MiB"})
+    stats = dev.report["stats"]
+    assert stats["planned"] == 0 and stats["passthrough"] == 6 and stats["driver_unreachable"] >= 6, stats
+    assert dev.report["model_ms"] == pytest.approx(ref.report["model_ms"])
+    if case == "no-context":
+        seen = given_back(record)
+        assert seen["records"] == seen["allocs"] == seen["syncs"] == 0, seen
+
+
+def test_a_context_that_comes_later_is_served_from_then_on(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path
+) -> None:
+    # The first asks find no context (a thread's first calls, before it made one current): those calls run as they
+    # are; once the context is there, the calls are planned and checked as on a device all along.
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=20"]
+    record = tmp_path / "driver.json"
+    _, dev = against_cudnn(run_driver, args, CHECK | on_device(standin_driver, record, no_context="4"))
+    stats = dev.report["stats"]
+    assert stats["driver_unreachable"] > 0 and stats["passthrough"] > 0, stats
+    assert stats["planned"] > 0 and stats["verified"] == 1, stats
+    assert len(steps(dev)) > 1  # the plan that is really faster, kept
+    given_back(record)

@@ -123,6 +123,11 @@ def _dead_pid() -> int:
     return int(child.stdout)
 
 
+def _backdate_runs(cache: Cache, seconds: float) -> None:
+    """As a writer leaves its run when it stamped it, then waited for the write lock: stamped before it was stored."""
+    cache._store.write(lambda conn: conn.execute("UPDATE benchmark_runs SET measured_at = measured_at - ?", (seconds,)))
+
+
 def test_the_claim_of_a_process_that_died_is_taken_over_at_once(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     _hold(path, 64, pid=_dead_pid())
@@ -167,7 +172,10 @@ def test_a_live_holder_is_waited_for_within_the_bound_then_measured_here(
     assert len(said) == 1 and f"process {stuck.pid} on {socket.gethostname()}" in said[0]
 
 
-def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stamped_before_s", [0.0, 60.0], ids=["stamped-when-stored", "stamped-before-the-read"])
+def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path, stamped_before_s: float) -> None:
+    # stamped-before-the-read: the run bears a time before the waiter's read, as when its writer stamped it, then
+    # waited for the write lock (compared by time, the waiter took it for an old run and measured b=64 again).
     path = tmp_path / "c.sqlite"
     other = Cache(path)
     claim = other.claim_benchmark(KEY, BACKEND, 64, seen=None, stale_after_s=60)
@@ -176,6 +184,7 @@ def test_a_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> 
     def finish() -> None:  # the other process: its run of b=64 lands after a while, then its claim goes
         time.sleep(0.5)
         other.put_benchmark(KEY, BACKEND, 64, table(64))
+        _backdate_runs(other, stamped_before_s)
         other.release_benchmark(KEY, BACKEND, 64, claim.token)
 
     thread = threading.Thread(target=finish)
@@ -233,11 +242,6 @@ def test_a_claim_answers_measured_for_a_run_stored_since_the_read(tmp_path: Path
         assert c.benchmark_progress(KEY, BACKEND, [8])[1] == {}
 
 
-def _backdate_runs(cache: Cache, seconds: float) -> None:
-    """As a writer leaves its run when it stamped it, then waited for the write lock: stamped before it was stored."""
-    cache._store.write(lambda conn: conn.execute("UPDATE benchmark_runs SET measured_at = measured_at - ?", (seconds,)))
-
-
 def test_a_run_stamped_before_the_read_but_stored_after_it_is_new(tmp_path: Path) -> None:
     # Was: a claim asked whether a run was stored at or after the reader's read, by time; a writer stamps its run
     # before it waits for the write lock, so a run that landed after the read could bear an earlier time, and the
@@ -248,28 +252,6 @@ def test_a_run_stamped_before_the_read_but_stored_after_it_is_new(tmp_path: Path
         writer.put_benchmark(KEY, BACKEND, 8, table(8))
         _backdate_runs(writer, 5.0)
         assert reader.claim_benchmark(KEY, BACKEND, 8, seen=seen.get(8), stale_after_s=60).outcome is Outcome.MEASURED
-
-
-def test_a_backdated_run_that_lands_while_waiting_is_read_not_measured(tmp_path: Path) -> None:
-    path = tmp_path / "c.sqlite"
-    other = Cache(path)
-    claim = other.claim_benchmark(KEY, BACKEND, 64, seen=None, stale_after_s=60)
-
-    def finish() -> None:  # the other process: its run of b=64, stamped before the waiter read, lands later
-        time.sleep(0.5)
-        other.put_benchmark(KEY, BACKEND, 64, table(64))
-        _backdate_runs(other, 60.0)
-        other.release_benchmark(KEY, BACKEND, 64, claim.token)
-
-    thread = threading.Thread(target=finish)
-    thread.start()
-    bench = Counted()
-    planner = Planner(Cache(path), benchmark_wait_s=60)
-    _plan(planner, bench)
-    thread.join()
-    other.close()
-    assert bench.calls == [32, 16, 8, 4, 2, 1]  # never 64
-    assert planner.shared.read == 1 and planner.shared.taken_over == 0
 
 
 def test_a_forged_claim_is_void(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@
  *            unless a cuCtxSynchronize came since or an event recorded after it completed (the work is in order);
  *            cuEventElapsedTime on an event not complete answers the same.
  *   capture  cuStreamIsCapturing says STANDIN_CAPTURING (1: active; 0 by default).
+ *   context  cuCtxGetCurrent finds none for its first STANDIN_NO_CONTEXT asks (-1: never finds one; 0 by default).
  *   faults   STANDIN_FAIL=name:status[,name:status...] makes every call of those functions (cuMemAlloc_v2,
  *            cuEventCreate, cuEventRecord, cuEventQuery, cuEventElapsedTime, cuCtxSynchronize, cuStreamIsCapturing)
  *            fail with that status, doing nothing: a driver out of resources, or a context a fault has broken.
@@ -273,11 +274,16 @@ int cuEventDestroy_v2(void *e)
 
 static int context; /* its address is the one context */
 
+/* STANDIN_NO_CONTEXT=n: the first n asks find no current context (-1: every ask), as in a thread that has not
+ * yet made a CUDA call. */
+static atomic_long context_asks;
+
 int cuCtxGetCurrent(void **ctx)
 {
     if (!ctx)
         return CU_INVALID_VALUE;
-    *ctx = &context;
+    long none = env_long("STANDIN_NO_CONTEXT", 0);
+    *ctx = none < 0 || atomic_fetch_add(&context_asks, 1) < none ? NULL : &context;
     return CU_OK;
 }
 
