@@ -10,11 +10,12 @@
  *   - cuda:  CUDA events recorded on the handle's stream around the calls; read later, when the events have
  *     completed (cuEventQuery), never by synchronising the host with the device;
  *   - wall:  the monotonic clock around the calls (the host backend's calls are synchronous);
- *   - none:  cuDNN runs on a device whose driver the shim cannot reach (not loaded, or no current context in the
- *     calling thread): nothing is timed, allocated or planned, and the calls run as they are (host memory or a
- *     host clock would be wrong there: cuDNN would read the memory as the device's, and its launches return
- *     before the work is done).
+ *   - none:  cuDNN runs on a device (the process has loaded the driver) that the shim cannot reach from the
+ *     calling thread (no current context, or a driver without the functions it needs): nothing is timed,
+ *     allocated or planned, and the calls run as they are (host memory or a host clock would be wrong there:
+ *     cuDNN would read the memory as the device's, and its launches return before the work is done).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,49 +26,36 @@
 
 /* ---- the driver API, when the process has it and it is the device's ---- */
 
-/* The driver (uc_driver.c) once it has been found with the ten functions the clocks and scratch need; NULL until
- * then. A look that finds none is repeated at most once a second (a miss costs tens of microseconds): a process
- * that asked before it loaded CUDA is served once it has. Once found it stays. */
-static const uc_driver_api *_Atomic found;
-static _Atomic long long next_look_ms;
-
 #define CU_SUCCESS 0
 
-static long long coarse_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
+/* The driver (uc_driver.c) with the ten functions the clocks and scratch need, else NULL. While the process has
+ * no driver it is looked for again at each use (a miss costs tens of microseconds; only where cuDNN is not the host
+ * backend and no driver is loaded, a CPU process), so a process that asked before it loaded CUDA is served at once
+ * when it has. */
 static const uc_driver_api *device_driver(void)
 {
-    const uc_driver_api *d = atomic_load_explicit(&found, memory_order_acquire);
-    if (d)
-        return d;
-    long long now = coarse_ms(), due = atomic_load(&next_look_ms);
-    if (now < due || !atomic_compare_exchange_strong(&next_look_ms, &due, now + 1000))
-        return NULL;
-    d = uc_driver(1);
+    const uc_driver_api *d = uc_driver(1);
     if (!d || !d->ctx_get_current || !d->mem_get_info || !d->event_create || !d->event_record || !d->event_query ||
         !d->event_elapsed || !d->event_destroy || !d->mem_alloc || !d->mem_free || !d->ctx_sync)
         return NULL;
-    atomic_store_explicit(&found, d, memory_order_release);
     return d;
 }
 
-/* The driver found, for the paths that run under UC_CLOCK_CUDA (which implies it). */
+/* The driver, for the paths that run under UC_CLOCK_CUDA (which implies it). */
 static const uc_driver_api *cu(void)
 {
-    return atomic_load_explicit(&found, memory_order_acquire);
+    return device_driver();
 }
 
-/* Whether the library forwarded to runs on the driver's device: cuDNN itself, or the host backend standing in
- * for it over a test's stand-in driver (UCUDNN_HOST_DRIVER). The host backend otherwise keeps the host's clocks
- * and memory, whatever driver the process has. */
+/* Whether the library forwarded to runs on a device: not the host backend (unless a test's stand-in driver stands
+ * in for the device, UCUDNN_HOST_DRIVER), in a process that has loaded the CUDA driver. Without the driver no
+ * device work can run, so the library works on the host: TensorFlow's stubs in front of the host backend, or
+ * NVIDIA's cuDNN without a GPU (which makes no handle). */
 static int on_the_device(const uc_real_table *r)
 {
-    return !r->ucudnn_host_model_clock_ms || uc_cfg_host_driver();
+    if (r->ucudnn_host_model_clock_ms && !uc_cfg_host_driver())
+        return 0;
+    return uc_driver(1) != NULL;
 }
 
 /* 1 when the driver API is in the process and this thread has a current context. */
@@ -133,6 +121,37 @@ int uc_stream_capturing(cudnnHandle_t handle)
  * stand-in for a device whose memory the framework holds: what the outstanding scratch may not exceed. */
 #define HOST_HEADER 256
 static _Atomic size_t host_scratch_bytes;
+/* The host scratch outstanding, so that a buffer is freed by where it came from whatever the state of the driver
+ * by then (at most this many at once: a graph benchmark holds its tensors and a workspace, per planning thread). */
+#define HOST_SCRATCH_LIVE 256
+static void *host_live[HOST_SCRATCH_LIVE];
+static pthread_mutex_t host_live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Record p as host scratch (0), or -1 where the table is full. */
+static int host_live_add(void *p)
+{
+    int slot = -1;
+    pthread_mutex_lock(&host_live_lock);
+    for (int i = 0; i < HOST_SCRATCH_LIVE && slot < 0; i++)
+        if (!host_live[i])
+            host_live[slot = i] = p;
+    pthread_mutex_unlock(&host_live_lock);
+    return slot < 0 ? -1 : 0;
+}
+
+/* 1 if p was host scratch (now forgotten), else 0. */
+static int host_live_take(void *p)
+{
+    int was = 0;
+    pthread_mutex_lock(&host_live_lock);
+    for (int i = 0; i < HOST_SCRATCH_LIVE && !was; i++)
+        if (host_live[i] == p) {
+            host_live[i] = NULL;
+            was = 1;
+        }
+    pthread_mutex_unlock(&host_live_lock);
+    return was;
+}
 
 typedef struct {
     size_t bytes;
@@ -158,6 +177,12 @@ static void *host_scratch_alloc(size_t bytes)
     }
     memcpy(base, &h, sizeof h);
     memset(base + HOST_HEADER, 0, rounded);
+    if (host_live_add(base + HOST_HEADER) != 0) {
+        if (h.counted)
+            atomic_fetch_sub(&host_scratch_bytes, rounded);
+        free(base);
+        return NULL;
+    }
     return base + HOST_HEADER;
 }
 
@@ -171,10 +196,10 @@ static void host_scratch_free(void *p)
     free(base);
 }
 
-/* Scratch of the shim's own: host memory for the host backend, device memory from the driver for cuDNN (never host
- * memory: cuDNN would read it as the device's), none where the driver cannot be reached; where that gives none and
- * UCUDNN_SCRATCH_FROM_FRAMEWORK is set, borrowed from the framework's allocator. Freed by where it came from: the
- * library decides, which never changes, not the clock, which a thread without a context can change. */
+/* Scratch of the shim's own: host memory where cuDNN works on the host, device memory from the driver where it
+ * works on a device (never host memory: cuDNN would read it as the device's), none where that device is out of
+ * reach; where that gives none and UCUDNN_SCRATCH_FROM_FRAMEWORK is set, borrowed from the framework's allocator.
+ * Each buffer is freed by where it came from. */
 void *uc_scratch_alloc(size_t bytes)
 {
     void *p = NULL;
@@ -192,7 +217,7 @@ void uc_scratch_free(void *p)
 {
     if (!p || uc_framework_scratch_free(p))
         return;
-    if (!on_the_device(uc_real()))
+    if (host_live_take(p))
         host_scratch_free(p);
     else if (cu())
         cu()->mem_free((unsigned long long)(uintptr_t)p);
