@@ -192,8 +192,8 @@ int uc_status_alloc_failed(int status);
 /* ---- the device: free memory, clocks, the per-call cost (uc_device.c) ---- */
 
 /* The CUDA driver API, where the process has loaded it (uc_driver.c, the one binding): NULL without it. `again`:
- * look again where an earlier look found nothing (planning time only: a miss costs tens of microseconds). A
- * function the driver lacks is NULL. */
+ * look again where an earlier look found nothing (a miss costs tens of microseconds: never on a path a GPU process
+ * takes per call once CUDA is up). A function the driver lacks is NULL. */
 typedef struct {
     int (*ctx_get_current)(void **);
     int (*ctx_get_device)(int *);

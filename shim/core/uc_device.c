@@ -41,12 +41,6 @@ static const uc_driver_api *device_driver(void)
     return d;
 }
 
-/* The driver, for the paths that run under UC_CLOCK_CUDA (which implies it). */
-static const uc_driver_api *cu(void)
-{
-    return device_driver();
-}
-
 /* Whether the library forwarded to runs on a device: not the host backend (unless a test's stand-in driver stands
  * in for the device, UCUDNN_HOST_DRIVER), in a process that has loaded the CUDA driver. Without the driver no
  * device work can run, so the library works on the host: TensorFlow's stubs in front of the host backend, or
@@ -82,7 +76,7 @@ size_t uc_device_free_memory(int *gpu)
 {
     size_t free_bytes = 0, total = 0;
     *gpu = 0;
-    if (on_the_device(uc_real()) && cuda_ready() && cu()->mem_get_info(&free_bytes, &total) == CU_SUCCESS &&
+    if (on_the_device(uc_real()) && cuda_ready() && device_driver()->mem_get_info(&free_bytes, &total) == CU_SUCCESS &&
         free_bytes > 0) {
         *gpu = 1;
         return free_bytes;
@@ -94,9 +88,9 @@ size_t uc_device_free_memory(int *gpu)
 /* 1 when the handle's stream is being captured into a CUDA graph, or that cannot be ruled out on a device: then
  * no plan is made (its searches would be captured, or would invalidate the capture by synchronising) and the
  * checks on real executions neither record nor query events, which would be captured or, in the global capture
- * mode, invalidate the capture. A device whose driver the shim cannot reach (no libcuda.so.1 in the process, or
- * no current context in the calling thread: UC_CLOCK_NONE) is such a case, counted (driver_unreachable): nothing
- * is planned, timed or allocated for its calls. Off the GPU, UCUDNN_HOST_STREAM_CAPTURE (tests). */
+ * mode, invalidate the capture. A device the shim cannot reach (the driver loaded, but no current context in the
+ * calling thread or a function missing: UC_CLOCK_NONE) is such a case, counted (driver_unreachable): nothing is
+ * planned, timed or allocated for its calls. Off the GPU, UCUDNN_HOST_STREAM_CAPTURE (tests). */
 int uc_stream_capturing(cudnnHandle_t handle)
 {
     int kind = uc_clock_kind();
@@ -108,8 +102,8 @@ int uc_stream_capturing(cudnnHandle_t handle)
         return uc_cfg_host_stream_capture();
     cudaStream_t stream = NULL;
     int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
-    if (!cu()->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
-        cu()->stream_is_capturing(stream, &status) != CU_SUCCESS)
+    if (!device_driver()->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        device_driver()->stream_is_capturing(stream, &status) != CU_SUCCESS)
         return 1;
     return status != 0;
 }
@@ -206,7 +200,7 @@ void *uc_scratch_alloc(size_t bytes)
     unsigned long long dev = 0;
     if (!on_the_device(uc_real()))
         p = host_scratch_alloc(bytes);
-    else if (uc_clock_kind() == UC_CLOCK_CUDA && cu()->mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
+    else if (uc_clock_kind() == UC_CLOCK_CUDA && device_driver()->mem_alloc(&dev, bytes ? bytes : 1) == CU_SUCCESS)
         p = (void *)(uintptr_t)dev;
     if (!p && uc_cfg_scratch_from_framework())
         p = uc_framework_scratch_alloc(bytes ? bytes : 1);
@@ -219,14 +213,14 @@ void uc_scratch_free(void *p)
         return;
     if (host_live_take(p))
         host_scratch_free(p);
-    else if (cu())
-        cu()->mem_free((unsigned long long)(uintptr_t)p);
+    else if (device_driver())
+        device_driver()->mem_free((unsigned long long)(uintptr_t)p);
 }
 
 void uc_device_sync(void)
 {
     if (uc_clock_kind() == UC_CLOCK_CUDA)
-        cu()->ctx_sync();
+        device_driver()->ctx_sync();
 }
 
 /* ---- clocks ---- */
@@ -252,13 +246,14 @@ int uc_mark_start(uc_mark *m, cudnnHandle_t handle)
     }
     if (m->kind == UC_CLOCK_NONE)
         return -1; /* a device the shim cannot time: untimed */
+    const uc_driver_api *cu = device_driver();
     cudaStream_t stream = NULL;
     if (uc_real()->cudnnGetStream(handle, &stream) != 0)
         return -1;
     m->stream = stream;
-    if (cu()->event_create(&m->ev0, 0) != CU_SUCCESS)
+    if (cu->event_create(&m->ev0, 0) != CU_SUCCESS)
         return -1;
-    if (cu()->event_create(&m->ev1, 0) != CU_SUCCESS || cu()->event_record(m->ev0, m->stream) != CU_SUCCESS) {
+    if (cu->event_create(&m->ev1, 0) != CU_SUCCESS || cu->event_record(m->ev0, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -273,7 +268,7 @@ int uc_mark_stop(uc_mark *m)
     } else if (m->kind == UC_CLOCK_WALL) {
         m->ms = wall_ms() - m->t0;
         m->done = 1;
-    } else if (cu()->event_record(m->ev1, m->stream) != CU_SUCCESS) {
+    } else if (device_driver()->event_record(m->ev1, m->stream) != CU_SUCCESS) {
         uc_mark_drop(m);
         return -1;
     }
@@ -285,11 +280,11 @@ int uc_mark_read(uc_mark *m, double *ms)
     if (!m->done && m->kind == UC_CLOCK_CUDA) {
         if (!m->ev1)
             return -1;
-        int q = cu()->event_query(m->ev1);
+        int q = device_driver()->event_query(m->ev1);
         if (q != CU_SUCCESS)
             return q == 600 /* CUDA_ERROR_NOT_READY */ ? 0 : -1;
         float elapsed = 0;
-        if (cu()->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
+        if (device_driver()->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
             return -1;
         m->ms = elapsed;
         m->done = 1;
@@ -302,9 +297,9 @@ int uc_mark_read(uc_mark *m, double *ms)
 void uc_mark_drop(uc_mark *m)
 {
     if (m->ev0)
-        cu()->event_destroy(m->ev0);
+        device_driver()->event_destroy(m->ev0);
     if (m->ev1)
-        cu()->event_destroy(m->ev1);
+        device_driver()->event_destroy(m->ev1);
     m->ev0 = m->ev1 = NULL;
 }
 
@@ -353,7 +348,7 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
     float host[3] = {1.0f, 1.0f, 0.0f};
     char *buf = (char *)host;
     if (st == 0 && kind == UC_CLOCK_CUDA) {
-        if (cu()->mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
+        if (device_driver()->mem_alloc(&dev, 3 * sizeof(float)) != CU_SUCCESS)
             st = uc_status(UC_ST_ALLOC);
         buf = (char *)(uintptr_t)dev;
     }
@@ -368,13 +363,13 @@ int uc_probe_call_cost(cudnnHandle_t handle, double *ms_out)
                                             buf + 2 * sizeof(float));
         double t = ((kind == UC_CLOCK_MODEL ? r->ucudnn_host_model_clock_ms() : wall_ms()) - t0) / PROBE_CALLS;
         if (kind == UC_CLOCK_CUDA)
-            cu()->ctx_sync(); /* planning time, not a convolution call: rounds must not queue behind each other */
+            device_driver()->ctx_sync(); /* planning time, not a call: rounds must not queue behind each other */
         if (round > 0 && (best < 0 || t < best)) /* round 0 warms up */
             best = t;
     }
     uc_guard--;
     if (dev)
-        cu()->mem_free(dev);
+        device_driver()->mem_free(dev);
     if (conv)
         r->cudnnDestroyConvolutionDescriptor(conv);
     if (w)

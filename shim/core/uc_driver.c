@@ -2,9 +2,10 @@
  * The CUDA driver API (libcuda.so.1): the shim's one binding of it. Nothing links against CUDA; the driver is used
  * only where the process has loaded it, found with dlopen RTLD_NOLOAD (kept open: the pointers stay valid), which
  * costs tens of microseconds a miss. A look that finds it is final; one that does not is repeated only for callers
- * that ask again (planning time: a backend id asked for before the program started CUDA), never on the per-call
- * path. Every function is looked up on its own: each caller checks the ones it needs (uc_device.c wants the clocks'
- * and memory's ten, uc_which_device.c the device's two).
+ * that ask again: uc_device.c at each use while no driver is loaded (only a CPU process pays), uc_which_device.c at
+ * planning time (a backend id asked for before the program started CUDA), never its per-call device class. Every
+ * function is looked up on its own: each caller checks the ones it needs (uc_device.c wants the clocks' and
+ * memory's ten, uc_which_device.c the device's two).
  */
 #include <dlfcn.h>
 #include <pthread.h>
