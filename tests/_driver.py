@@ -34,3 +34,43 @@ def given_back(record: Path) -> dict[str, Any]:
     assert seen["allocs"] == seen["frees"] and seen["held"] == 0, seen
     assert seen["bad_frees"] == 0 and seen["bad_events"] == 0 and seen["elapsed_early"] == 0, seen
     return seen
+
+
+# ---- the audit: the preload library's driver calls, on the stand-in or on the real driver ----
+
+AUDITED = "libucudnn-audited-driver.so"
+
+
+def build_audit(driver: Path, out: Path) -> Path:
+    """Compile tests/preload/c/driver_audit.c into ``out``/libcuda.so.1, in front of ``driver`` (the stand-in, or
+    the real libcuda.so.1 on a GPU): linked against a library named AUDITED, which is then replaced by a link to
+    ``driver``, so that a lookup in the audit's handle of a name it does not define finds the driver's."""
+    from tests.preload.conftest import C_DIR, compile_c
+
+    out.mkdir(parents=True, exist_ok=True)
+    stub_source = out / "audited.c"
+    stub_source.write_text("int ucudnn_audited_driver_placeholder;\n")
+    stub = compile_c(stub_source, output=out / AUDITED, link_cudnn=False,
+                     extra=("-shared", "-fPIC", f"-Wl,-soname,{AUDITED}"))  # fmt: skip
+    audit = compile_c(C_DIR / "driver_audit.c", output=out / "libcuda.so.1", link_cudnn=False,
+                      extra=("-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-Wl,--no-as-needed", str(stub),
+                             "-Wl,-rpath,$ORIGIN"))  # fmt: skip
+    stub.unlink()
+    stub.symlink_to(driver.resolve())
+    return audit
+
+
+def audited(record: Path, failures: dict[str, int] | None = None) -> dict[str, Any]:
+    """The audit's record, after checking what the preload library did to the driver: no call failed (but
+    ``failures``, {"function:status": calls}, where a test makes the driver fail), every event and allocation given
+    back, nothing freed or used that was not its own, no event read before it was known complete, none recorded on
+    a stream being captured."""
+    seen: dict[str, Any] = json.loads(record.read_text())
+    if failures is None:
+        assert seen["failures"] == {}, seen
+    else:
+        assert set(seen["failures"]) == set(failures) and all(seen["failures"][k] >= failures[k] for k in failures)
+    assert seen["events_created"] == seen["events_destroyed"], seen
+    assert seen["allocs"] == seen["frees"] and seen["held"] == 0, seen
+    assert seen["bad_frees"] == seen["bad_events"] == seen["elapsed_early"] == seen["records_in_capture"] == 0, seen
+    return seen

@@ -64,14 +64,16 @@ def gpu_unavailable_reason() -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests are skipped, with the reason, where no GPU is usable, and run last where one is: each starts
     processes of its own (seconds apiece), so a time-boxed run (the GPU acceptance gives `-m "gpu or realcudnn"`
-    three minutes) always gets through the quick tests first."""
+    three minutes) always gets through the quick tests first; the GPU modules that set RUN_LAST (checks beyond the
+    acceptance's) come after the other GPU tests."""
     reason = None
     for item in items:
         if "gpu" in item.keywords:
             reason = reason or driver_unavailable_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}; needs {GPU_INSTALL}"))
-    items.sort(key=lambda item: "gpu" in item.keywords)  # stable: each group keeps its order
+    # stable: each group keeps its order
+    items.sort(key=lambda item: ("gpu" in item.keywords, bool(getattr(getattr(item, "module", None), "RUN_LAST", 0))))
 
 
 class _Session:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests._driver import given_back, on_device
+from tests._driver import audited, given_back, on_device
 
 from .conftest import Run, RunDriver, assert_close, run_python_host
 from .test_graph_split import BIG, FWD, HOST, close, run
@@ -299,3 +299,63 @@ def test_a_context_that_comes_later_is_served_from_then_on(
     assert stats["planned"] > 0 and stats["verified"] == 1, stats
     assert len(steps(dev)) > 1  # the plan that is really faster, kept
     given_back(record)
+
+
+# ---- the audit of the driver: what the GPU tier asserts on the real driver, checked here on the stand-in ----
+
+
+@pytest.fixture(scope="module")
+def audit(standin_driver: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/preload/c/driver_audit.c in front of the stand-in (on a GPU it stands in front of the real driver:
+    tests/gpu/test_driver_calls.py)."""
+    from tests._driver import build_audit
+
+    return build_audit(standin_driver, tmp_path_factory.mktemp("audit"))
+
+
+def through_audit(audit: Path, record: Path, audit_record: Path, **standin: str) -> dict[str, str]:
+    """A run on the stand-in device, the audit in front of the driver: the stand-in is loaded as its dependency."""
+    return on_device(audit, record, **standin) | {"AUDIT_RECORD": str(audit_record)}
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+def test_the_audit_sees_the_calls_the_driver_saw(run_driver: RunDriver, audit: Path, tmp_path: Path, lag: int) -> None:
+    # The checked plan of the legacy path (events read when complete, one probe of the call's cost that
+    # synchronises): every driver call the stand-in saw came through the audit from the preload library, none
+    # failed, and the calls after planning (the mark, after the first call, which planned) neither allocated nor
+    # synchronised while the check recorded its events.
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=16", "mark=1"]
+    record, audit_record = tmp_path / "driver.json", tmp_path / "audit.json"
+    _, dev = against_cudnn(run_driver, args, CHECK | through_audit(audit, record, audit_record, event_lag=str(lag)))
+    assert dev.report["stats"]["verified"] == 1 and len(steps(dev)) > 1, dev.report["stats"]
+    seen, saw = given_back(record), audited(audit_record)
+    for key in ("allocs", "frees", "events_created", "events_destroyed", "records", "syncs", "elapsed_reads"):
+        assert seen[key] == saw[key], (key, seen, saw)
+    assert saw["calls"]["cuEventQuery"] == seen["not_ready"] + saw["elapsed_reads"] and saw["others"] == 0, saw
+    assert saw["after_mark"]["allocs"] == saw["after_mark"]["syncs"] == 0 < saw["after_mark"]["records"], saw
+
+
+def test_the_audit_sees_graph_benchmarks_on_device_scratch(
+    host_lib: Path, preload_lib: Path, audit: Path, tmp_path: Path
+) -> None:
+    spec = {**BIG, "op": FWD, "repeat": 15}
+    env = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "4MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
+    env |= through_audit(audit, tmp_path / "driver.json", tmp_path / "audit.json", event_lag="2")
+    _, report, stderr = run_python_host(HOST, [str(host_lib), json.dumps(spec)], tmp_path, preload_lib, env)
+    assert report["status"] == 0 and report["stats"]["graph_verified"] == 1, (report, stderr)
+    seen, saw = given_back(tmp_path / "driver.json"), audited(tmp_path / "audit.json")
+    for key in ("allocs", "frees", "events_created", "records", "syncs", "elapsed_reads"):
+        assert seen[key] == saw[key] > 0, (key, seen, saw)
+
+
+@pytest.mark.parametrize("fault", ["cuEventRecord:400", "cuMemAlloc_v2:2"])
+def test_the_audit_names_the_calls_the_driver_refused(
+    run_driver: RunDriver, audit: Path, tmp_path: Path, fault: str
+) -> None:
+    # The shim copes with a refusal (the check goes untimed, the probe of a call's cost without device memory), so
+    # only the audit shows it: on a GPU, such a refusal of the real driver would leave ucudnn silently slower.
+    args = ["op=fwd", *LAYER, "algo=1", f"ws={WS_B4}", "repeat=16"]
+    against_cudnn(run_driver, args, CHECK | through_audit(audit, tmp_path / "driver.json", tmp_path / "audit.json",
+                                                          fail=fault))  # fmt: skip
+    given_back(tmp_path / "driver.json")
+    audited(tmp_path / "audit.json", failures={fault: 1})

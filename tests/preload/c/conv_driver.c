@@ -6,7 +6,9 @@
  * Arguments are key=value: those of driver_common.h, dtype=float|double, threads, handles, repeat, alpha, beta,
  * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other),
  * serial=1 (the threads run one after another), setopt=NAME:VALUE, borrow=1 (registers a framework allocator of its
- * own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's output is written to PATH.t).
+ * own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's output is written to PATH.t),
+ * mark=R (before execution R, calls ucudnn_audit_mark where the driver audit of tests/preload/c/driver_audit.c is
+ * loaded: what the preload library does to the driver from then on is counted apart).
  * Prints one JSON object on stdout:
  * statuses, the query's results, the chosen algorithm and workspace, thread 0's modelled time of each execution
  * (model_ms, from the host backend's model clock), and, when the preload library is loaded, its stats and the
@@ -134,7 +136,7 @@ typedef struct {
     size_t out_bytes;
     void *ws;
     size_t ws_bytes;
-    int algo, repeat;
+    int algo, repeat, mark;
     double alpha, beta, alpha2;
     double model_ms[MAX_REPEAT]; /* each execution's modelled time (-1 without the host backend's clock) */
 } worker;
@@ -149,7 +151,10 @@ static void *run_worker(void *arg)
     const void *alpha2 = dbl ? (const void *)&t->alpha2 : (const void *)&a2f;
     /* The host backend's model clock (UCUDNN_HOST_TIMING=model), when it is the library in use. */
     double (*clock)(void) = (double (*)(void))dlsym(RTLD_DEFAULT, "ucudnn_host_model_clock_ms");
+    void (*mark)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ucudnn_audit_mark");
     for (int r = 0; r < t->repeat; r++) {
+        if (r == t->mark && mark)
+            mark();
         /* beta != 0 accumulates onto the prior output, so every repeat starts from the same prior contents */
         conv_fill(&P, t->out, t->out_bytes / P.esz, 99);
         double t0 = clock ? clock() : 0;
@@ -218,6 +223,7 @@ int main(int argc, char **argv)
         w->ws = malloc(ch.ws_bytes ? ch.ws_bytes : 1);
         w->algo = ch.algo;
         w->repeat = opti("repeat", 1);
+        w->mark = opti("mark", -1);
         w->alpha = atof(opt("alpha", "1"));
         w->beta = atof(opt("beta", "0"));
         w->alpha2 = atof(opt("alpha2", "0.5"));
