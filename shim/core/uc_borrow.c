@@ -6,11 +6,14 @@
  * (PyTorch's torch.cuda.caching_allocator_alloc/delete), or by a C/C++ host itself. Every buffer borrowed is
  * remembered with the function that gives it back, and given back when the benchmark frees it.
  *
- * A size the framework could not lend is not asked for again, nor any larger one, until another allocator is
- * registered: the memory that was short stays short for the run (as the planner assumes of searches short of
- * memory), and PyTorch's allocator empties its cache before it refuses, which repeated asks would repeat.
+ * A size the framework could not lend is not asked for again on that device, nor any larger one, until another
+ * allocator is registered: the memory that was short stays short for the run (as the planner assumes of searches
+ * short of memory), and PyTorch's allocator empties its cache before it refuses, which repeated asks would repeat.
+ * Another device's memory is another matter (PyTorch's allocator lends from the calling thread's device): what one
+ * device refused is remembered for it alone.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "uc_core.h"
 
@@ -21,7 +24,10 @@
 static pthread_mutex_t borrow_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucudnn_framework_alloc_fn borrow_alloc;
 static ucudnn_framework_free_fn borrow_free;
-static size_t refused_from = SIZE_MAX; /* the smallest size the framework refused: it and larger are not asked for */
+/* Per device (the host's at 0, device d at d + 1; devices past the table share its slots): the smallest size the
+ * framework refused there (0: none), which and larger are not asked for again there. */
+#define UC_BORROW_DEVICES 64
+static size_t refused_from[UC_BORROW_DEVICES];
 static struct {
     void *p;
     ucudnn_framework_free_fn release; /* the allocator's own, kept should another be registered meanwhile */
@@ -32,16 +38,17 @@ void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framewor
     pthread_mutex_lock(&borrow_lock);
     borrow_alloc = alloc && release ? alloc : NULL;
     borrow_free = alloc && release ? release : NULL;
-    refused_from = SIZE_MAX;
+    memset(refused_from, 0, sizeof refused_from);
     pthread_mutex_unlock(&borrow_lock);
 }
 
 void *uc_framework_scratch_alloc(size_t bytes)
 {
+    size_t *refused = &refused_from[(unsigned)(uc_current_device() + 1) % UC_BORROW_DEVICES];
     pthread_mutex_lock(&borrow_lock);
     ucudnn_framework_alloc_fn alloc = borrow_alloc;
     ucudnn_framework_free_fn release = borrow_free;
-    int refused_before = bytes >= refused_from;
+    int refused_before = *refused && bytes >= *refused;
     pthread_mutex_unlock(&borrow_lock);
     if (!alloc || refused_before)
         return NULL;
@@ -51,8 +58,8 @@ void *uc_framework_scratch_alloc(size_t bytes)
     if (!p) {
         UC_COUNT(framework_scratch_refused, 1);
         pthread_mutex_lock(&borrow_lock);
-        if (alloc == borrow_alloc && bytes < refused_from)
-            refused_from = bytes;
+        if (alloc == borrow_alloc && (!*refused || bytes < *refused))
+            *refused = bytes;
         pthread_mutex_unlock(&borrow_lock);
         return NULL;
     }

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ucudnn import _paths
+
 from .conftest import RunDriver, assert_close
 
 LAYER = ["n=16", "c=64", "k=64", "in=28,28"]
@@ -190,3 +192,23 @@ def test_a_c_host_s_own_framework_allocator_lends_scratch_to_the_searches(
     assert stats["scratch_searches"] > 0 and stats["benchmarks_short_of_memory"] == 0, stats
     assert lent.report["lent"] == lent.report["given_back"] == stats["framework_scratch_allocs"] > 0, lent.report
     assert lent.report["last_plan"] == roomy.report["last_plan"]
+
+
+def test_what_one_device_refused_is_still_asked_of_another(
+    run_driver: RunDriver, standin_driver: Path, tmp_path: Path
+) -> None:
+    # One thread per device, one after the other (two GPU models: each device plans its own kernel), each making
+    # its Get*_v7 query on a full device. The framework lends nothing on the first thread's device (its cache
+    # empty there) and lends on the second's. Its allocator lends from the calling thread's device, so what the
+    # first device refused says nothing of the second: the second's searches are made again on scratch it lends.
+    # (Before, one refusal stopped every device's asks for that size and larger, for the run.)
+    args = ["op=fwd", *LAYER, "query=get", "ws=entry", "repeat=2", "thread_query=1", "threads=2", "handles=2"]
+    devices = {"LD_PRELOAD": f"{standin_driver} {_paths.PRELOAD}", "STANDIN_DEVICES": "2", "STANDIN_NAMES": "A,B"}
+    env = FULL | devices | {"UCUDNN_SCRATCH_FROM_FRAMEWORK": "1", "UCUDNN_DATABASE": str(tmp_path / "c.sqlite")}
+    run = run_driver(*args, "borrow=2", "serial=1", env=env)
+    assert run.returncode == 0, run.stderr
+    stats = run.report["stats"]
+    assert stats["framework_scratch_refused"] > 0, stats  # the first device's
+    assert stats["benchmarks_short_of_memory"] > 0, stats  # its searches stayed short
+    assert stats["scratch_searches"] > 0, stats
+    assert run.report["lent"] == run.report["given_back"] == stats["framework_scratch_allocs"] > 0, run.report

@@ -5,10 +5,11 @@
  *
  * Arguments are key=value: those of driver_common.h, dtype=float|double, threads, handles, repeat, alpha, beta,
  * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other),
- * serial=1 (the threads run one after another), setopt=NAME:VALUE, borrow=1 (registers a framework allocator of its
- * own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's output is written to PATH.t),
- * mark=R (before execution R, calls ucudnn_audit_mark where the driver audit of tests/preload/c/driver_audit.c is
- * loaded: what the preload library does to the driver from then on is counted apart).
+ * serial=1 (the threads run one after another), thread_query=1 (each thread also makes the query, on its own
+ * handle, and runs what it chose in the workspace that choice sized), setopt=NAME:VALUE, borrow=1|2 (registers a
+ * framework allocator of its own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's
+ * output is written to PATH.t), mark=R (before execution R, calls ucudnn_audit_mark where the driver audit of
+ * c/driver_audit.c is loaded: what the preload library does to the driver from then on is counted apart).
  * Prints one JSON object on stdout:
  * statuses, the query's results, the chosen algorithm and workspace, thread 0's modelled time of each execution
  * (model_ms, from the host backend's model clock), and, when the preload library is loaded, its stats and the
@@ -29,11 +30,26 @@ static conv_problem P;
 static const char *planner_kind;
 
 /* borrow=1: the framework allocator the shim may borrow planning scratch from (ucudnn_set_framework_allocator),
- * 256-byte aligned host memory on the host backend, counted. */
-static int lent, given_back;
+ * 256-byte aligned host memory on the host backend, counted. borrow=2: the same, but it lends nothing on the
+ * device of the first thread that asks (cuCtxGetDevice, from a stand-in driver): its cache there is empty, as
+ * PyTorch's allocator lends from the calling thread's device. */
+static int lent, given_back, refusing = -2;
+
+static int refuses_here(void)
+{
+    int (*device)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cuCtxGetDevice");
+    int dev = -1;
+    if (opti("borrow", 0) != 2 || !device || device(&dev) != 0)
+        return 0;
+    int unset = -2;
+    __atomic_compare_exchange_n(&refusing, &unset, dev, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return __atomic_load_n(&refusing, __ATOMIC_RELAXED) == dev;
+}
 
 static void *own_alloc(size_t bytes)
 {
+    if (refuses_here())
+        return NULL;
     void *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (p)
         __atomic_add_fetch(&lent, 1, __ATOMIC_RELAXED);
@@ -150,6 +166,14 @@ static void *run_worker(void *arg)
     const void *beta = dbl ? (const void *)&t->beta : (const void *)&bf;
     const void *alpha2 = dbl ? (const void *)&t->alpha2 : (const void *)&a2f;
     /* The host backend's model clock (UCUDNN_HOST_TIMING=model), when it is the library in use. */
+    if (opti("thread_query", 0)) { /* this thread's own query, on its handle, as one thread per device makes */
+        conv_choice ch;
+        conv_choose(t->handle, &P, &ch);
+        t->algo = ch.algo;
+        free(t->ws);
+        t->ws_bytes = ch.ws_bytes;
+        t->ws = malloc(ch.ws_bytes ? ch.ws_bytes : 1);
+    }
     double (*clock)(void) = (double (*)(void))dlsym(RTLD_DEFAULT, "ucudnn_host_model_clock_ms");
     void (*mark)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ucudnn_audit_mark");
     for (int r = 0; r < t->repeat; r++) {
