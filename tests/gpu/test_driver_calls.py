@@ -6,7 +6,7 @@ none is recorded on a stream being captured, and the calls after planning neithe
 stand-in is our reading of the driver; here tests/preload/c/driver_audit.c stands in front of the real
 libcuda.so.1 (the framework and the CUDA runtime reach the driver through it, unobserved) and records the preload
 library's own calls while PyTorch trains a small network on either of its paths under ``ucudnn run --workspace
-8MiB`` with a fresh cache, so that its convolutions are planned, benchmarked and checked. A call the real driver
+1MiB`` with a fresh cache, so that its convolutions are planned, benchmarked and checked. A call the real driver
 refuses would not fail a convolution (the shim goes without the check or the scratch) but would leave ucudnn
 silently slower: the audit names it. tests/preload/test_driver_paths.py runs the same audit over the stand-in.
 """
@@ -50,11 +50,13 @@ for _ in range(2):  # every convolution planned, the first executions checked
     step()
 torch.cuda.synchronize()
 ctypes.CDLL("libcuda.so.1").ucudnn_audit_mark()  # the audit (soname libcuda.so.1): steady state from here
-for _ in range(6):
+for _ in range(30):  # the checks end (each takes 8 or more executions of its kernel, read as events complete)
     loss = step()
 torch.cuda.synchronize()
 json.dump({"loss": loss.item()}, open(sys.argv[1], "w"))
 """
+
+TRIAL_SLOTS = 66  # the executions one check times at most (UC_TRIAL_MAX_SLOTS in shim/core/uc_core.h)
 
 MAPPED = (
     "import ctypes; ctypes.CDLL('libcuda.so.1'); "
@@ -85,7 +87,7 @@ def test_the_real_driver_accepts_every_call_of_the_preload_library(tmp_path: Pat
         env["TORCH_CUDNN_V8_API_DISABLED"] = "1"
     ucudnn = [sys.executable, "-c", "import sys; from ucudnn.cli import main; sys.exit(main())"]
     run = subprocess.run(
-        [*ucudnn, "run", "--workspace", "8MiB", "--database", str(tmp_path / "cache.sqlite"),
+        [*ucudnn, "run", "--workspace", "1MiB", "--database", str(tmp_path / "cache.sqlite"),
          "--stats-file", str(stats_file), "--", sys.executable, str(script), str(tmp_path / "out.json")],
         env=env, timeout=600,
     )  # fmt: skip
@@ -94,7 +96,14 @@ def test_the_real_driver_accepts_every_call_of_the_preload_library(tmp_path: Pat
     planned = stats["graph_conv_plans"] if api == "graph" else stats["planned"]
     assert planned > 0 and stats["planner_errors"] == 0, stats
     assert stats["driver_unreachable"] == 0, stats  # every call came from a thread with a current context
-    saw = audited(record)  # no call refused, everything given back, no event read early or recorded in a capture
-    assert saw["allocs"] > 0 and saw["syncs"] > 0, saw  # planning reached the device (the probe of a call's cost)
+    # No call refused, everything given back (a check still running at exit keeps its events: at most two per
+    # execution it times), no event read early or recorded in a capture.
+    pending = stats["checks_started"] - stats["verified"] + stats["graph_checks_started"] - stats["graph_verified"]
+    saw = audited(record, events_held=2 * TRIAL_SLOTS * pending)
+    assert sum(saw["calls"].values()) > 0, saw  # the shim reached the driver
+    if stats["graph_benchmarks"]:  # engines timed by events, on scratch from cuMemAlloc
+        assert saw["allocs"] > 0 and saw["records"] > 0, (stats, saw)
+    if stats["checks_started"] or stats["graph_checks_started"]:  # plans checked on PyTorch's executions
+        assert saw["records"] > 0 and saw["elapsed_reads"] > 0, (stats, saw)
     assert saw["after_mark"]["allocs"] == saw["after_mark"]["syncs"] == 0, saw  # steady state: neither
     assert math.isfinite(json.loads((tmp_path / "out.json").read_text())["loss"])
