@@ -188,12 +188,16 @@ def summary_table(
         ]
     checked = [r for r in rows if r.status == "ok" and r.verified]
     if checked:
-        replaced = sum(r.rejected_by_measurement for r in checked)
+        divided = [r for r in checked if not r.runner_up]
+        single = [r for r in checked if r.runner_up]
+        replaced = sum(r.rejected_by_measurement for r in divided)
+        text = f"checked on real executions: {len(divided)} new micro-batched plan(s), {replaced} replaced by the "
+        text += "undivided choice"
+        if single:
+            won = sum(r.rejected_by_measurement for r in single)
+            text += f"; {len(single)} plan(s) of one call against a runner-up, {won} replaced by it"
         lines.append("")
-        lines.append(
-            f"checked on real executions: {len(checked)} new micro-batched plan(s), {replaced} replaced by the "
-            "undivided choice (their rows time that choice)"
-        )
+        lines.append(text + " (their rows time what won)")
     wrong = [r for r in rows if r.status == "ok" and not r.output_match]
     for r in wrong:
         lines.append(
@@ -216,8 +220,10 @@ HOST_LEGEND = (
 
 def _check_note(r: Row) -> str:
     if r.rejected_by_measurement:
-        return "; checked: plan replaced by the undivided choice"
-    return "; checked: plan kept" if r.verified else ""
+        return "; checked: plan replaced by " + ("its runner-up" if r.runner_up else "the undivided choice")
+    if r.verified:
+        return "; checked against its runner-up: plan kept" if r.runner_up else "; checked: plan kept"
+    return ""
 
 
 def detail_table(rows: Sequence[Row]) -> str:

@@ -25,10 +25,11 @@ framework's thread.
 
 The preload library checks a new micro-batched plan on its first ``2 * (S + 1)`` executions, alternating with the
 undivided choice (S = ``UCUDNN_VERIFY_SAMPLES``; ``2 * S`` more when its pairs of timings disagree), and then runs
-the faster. So when a row's first call starts a check (the shim's ``verify_executions`` counter moves), ucudnn is
-warmed up through the check until it is settled (its ``verified`` counter moves) before it is timed: the timed
-samples see the settled choice, and the plan read back afterwards is the one that was kept.
-Whether the check replaced the plan is recorded per row.
+the faster; a new plan of one call likewise against the runner-up single call its Find timed close to it. So
+when a row's first call starts a check (the shim's ``verify_executions`` counter moves), ucudnn is warmed up
+through the check until it is settled (its ``verified`` counter moves) before it is timed: the timed samples see
+the settled choice, and the plan read back afterwards is the one that was kept. Whether the check replaced the
+plan is recorded per row, and whether it was a runner-up's check.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class Row:
     passthrough_calls: int = 0
     verified: bool = False  # the preload library checked this row's plan on real executions during its warm-up
     rejected_by_measurement: bool = False  # ... and replaced it by the undivided choice, which is what was timed
+    # The check was of a plan of one call against its runner-up (legacy path): replaced means by that runner-up.
+    runner_up: bool = False
     # ucudnn ran cuDNN alone's own call: one micro-batch of N with the undivided algorithm, planned or passed
     # through (legacy path only; the graph path's side is a graph execution, never the baseline's legacy call).
     # Such a row's speedup measures the machine and a plan-cache hit, not a plan: the report counts it apart.
@@ -484,6 +487,7 @@ class Runner:
         row.rejected_by_measurement = _count(after, "rejected_by_measurement") > _count(
             before, "rejected_by_measurement"
         )
+        row.runner_up = _count(after, "runner_up_checks") > _count(before, "runner_up_checks")
         # No plan ran (every call passed through): there is no prediction to compare with.
         row.predicted_ms = float(executed["time_ms"]) if "time_ms" in executed else math.nan
         row.plan_workspace_bytes = int(executed.get("workspace_bytes", workspace_bytes))

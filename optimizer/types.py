@@ -87,12 +87,15 @@ class Status(enum.Enum):
 @dataclass(frozen=True)
 class PlanResult:
     """Outcome of planning one kernel: ``plan`` is None unless ``status`` is OPTIMAL. ``verified``: the plan
-    already won a check on real executions (set by the planner from its cache, never by the optimizer)."""
+    already won a check on real executions (set by the planner from its cache, never by the optimizer).
+    ``rival``: for a plan of one call not yet checked, the single call at N it is to be checked against (the
+    runner-up Find timed close to it; set by the planner, never by the optimizer), else None."""
 
     status: Status
     plan: Plan | None
     message: str
     verified: bool = False
+    rival: MicroBatch | None = None
 
 
 @dataclass(frozen=True)

@@ -202,6 +202,12 @@ def _plan(request: Any, reply: Any) -> int:
     reply.workspace_bytes = int(plan.workspace_bytes)
     reply.deterministic = 1 if plan.deterministic else 0
     reply.verified = 1 if result.verified else 0
+    rival = result.rival
+    if rival is not None and len(steps) == 1:
+        reply.rival.batch = rival.batch
+        reply.rival.algo = rival.algo
+        reply.rival.math_type = rival.math_type
+        reply.rival_ms = float(rival.time_ms)
     return PLAN_OK
 
 

@@ -176,6 +176,17 @@ VARIABLES: tuple[Var, ...] = (
         readers=("shim", "python"),
     ),
     Var(
+        "UCUDNN_VERIFY_CLOSE",
+        Kind.FRACTION,
+        "0.1",
+        "A new plan of one call is checked too, against the runner-up: the fastest other single call at N that fits "
+        "the same workspace (deterministic if asked), when Find timed it within this fraction of the plan's call. "
+        "Two such calls are often ranked by noise, and the framework alone may have taken either. The runner-up "
+        "replaces the plan only if it beats it as a divided plan must beat the undivided choice "
+        "(UCUDNN_VERIFY_MARGIN); the outcome is remembered like a divided plan's. 0: no such checks.",
+        readers=("python",),
+    ),
+    Var(
         "UCUDNN_HOST_DEVICE_MEMORY",
         Kind.SIZE,
         "0",

@@ -169,6 +169,12 @@ def _verify_margin() -> float:
     return float(config.get("UCUDNN_VERIFY_MARGIN"))
 
 
+def _verify_close() -> float:
+    """UCUDNN_VERIFY_CLOSE: how close Find must time the runner-up single call for a plan of one call to be
+    checked against it."""
+    return float(config.get("UCUDNN_VERIFY_CLOSE"))
+
+
 def _worth_dividing(best: PlanResult, undivided: PlanResult, margin: float) -> PlanResult:
     """``best``, unless it divides the batch and is predicted less than ``margin`` faster than the undivided
     choice: then that choice. A check on real executions keeps a divided plan only if it is measured at least that
@@ -363,8 +369,10 @@ class Planner:
         """``result`` with what a stored check on real executions says about its plan under ``pk``: kept (the
         plan, verified), or replaced by the undivided choice it lost to (that plan, verified)."""
         plan = result.plan
-        if plan is None or len(plan.micro_batches) < 2:
+        if plan is None:
             return result
+        if len(plan.micro_batches) == 1:
+            return self._against_runner_up(pk, result, floor, algo_count)
         steps = [(mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches]
         try:
             verdict = self.cache.get_verdict(pk, steps)
@@ -386,6 +394,59 @@ class Planner:
         undivided = Plan((current,))
         why = f"undivided: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms micro-batched"
         return PlanResult(Status.OPTIMAL, undivided, why, verified=True)
+
+    def _against_runner_up(self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int) -> PlanResult:
+        """A plan of one call with the runner-up it is to be checked against (``result.rival``), or with what a
+        stored check against that runner-up says: kept (verified), or replaced by the runner-up (verified). A
+        verdict holds only while its runner-up is still the runner-up: one measured again since may differ."""
+        assert result.plan is not None
+        close = _verify_close()
+        (chosen,) = result.plan.micro_batches
+        if close <= 0.0 or result.verified:
+            return result
+        rival = self._runner_up(pk, chosen, floor, algo_count, close)
+        if rival is None:
+            return result
+        try:
+            verdict = self.cache.get_verdict(pk, [(chosen.batch, chosen.algo, chosen.math_type)])
+        except (sqlite3.Error, CacheError) as exc:
+            log.warning("cannot read verdicts from %s (%s); the plan will be checked again", self.cache, exc)
+            verdict = None
+        if verdict is None or verdict.undivided[0] != (rival.batch, rival.algo, rival.math_type):
+            return dataclasses.replace(result, rival=rival)
+        if verdict.kept:
+            return dataclasses.replace(result, message=result.message + "; kept against the runner-up by a check",
+                                       verified=True)  # fmt: skip
+        why = f"the runner-up: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms"
+        return PlanResult(Status.OPTIMAL, Plan((rival,)), why, verified=True)
+
+    def _runner_up(
+        self, pk: PlanKey, chosen: MicroBatch, floor: float, algo_count: int, close: float
+    ) -> MicroBatch | None:
+        """The fastest single call at N other than ``chosen`` within the limit (deterministic if asked), from the
+        stored benchmark at N, when its time is within ``close`` of ``chosen``'s; else None."""
+        if chosen.batch != pk.batch:
+            return None
+        try:
+            rows = self.cache.get_benchmark(
+                pk.key,
+                pk.backend_id,
+                pk.batch,
+                workspace_limit_bytes=pk.workspace_limit_bytes,
+                deterministic_only=pk.deterministic_only,
+            )
+        except (sqlite3.Error, CacheError):
+            return None
+        others = [
+            MicroBatch.from_perf(p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor))
+            for p in rows or []
+            if p.algo < algo_count and (p.algo, p.math_type) != (chosen.algo, chosen.math_type)
+            and math.isfinite(p.time_ms)
+        ]  # fmt: skip
+        if not others:
+            return None
+        best = min(others, key=lambda mb: (mb.time_ms, mb.workspace_bytes, mb.algo, mb.math_type))
+        return best if best.time_ms <= chosen.time_ms * (1.0 + close) else None
 
     def _undivided_choice(self, pk: PlanKey, floor: float, algo_count: int) -> MicroBatch | None:
         """The undivided choice under ``pk`` as the planner makes it (the fastest single call at N within the limit,

@@ -471,7 +471,7 @@ static int same_steps(uc_sqlite3_stmt *st, int col, const ucudnn_micro_batch *wa
     const char *text = (const char *)sq.column_text(st, col);
     int bytes = sq.column_bytes(st, col);
     char why[128];
-    ucudnn_plan_reply got = {0, n, buf, 0.0f, 0, 0, 0};
+    ucudnn_plan_reply got = {.capacity = n, .micro_batches = buf};
     if (sq.column_type(st, col) != UC_SQLITE_TEXT || !text || bytes < 0 ||
         parse_plan_json(text, (size_t)bytes, &got, why, sizeof why) != 0 || got.count != n)
         return 0;

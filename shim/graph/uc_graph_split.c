@@ -44,7 +44,7 @@ static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_co
     uc_request_init(&r, uc_graph_op_code(g), g->key, (int)g->n, limit, policy, !(g->notes & (1 << 4)), algo_count);
     r.req.align_quantum = quantum > 0 ? (int)quantum : (int)g->n; /* none: only the undivided plan keeps it */
     uc_bench_subject subject = {g, bench_graph, (cudnnHandle_t)g->handle, g->n};
-    ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
+    ucudnn_plan_reply rep = {.capacity = cap, .micro_batches = mbs};
     int rc = uc_planner_ask(planner, &subject, &r, &rep);
     if (rc == 1)
         return 1;

@@ -9,7 +9,8 @@
  * each kernel at its share; by default nothing caps it), the policy and the caller's algorithm (whose determinism
  * the plan must keep), and is memoised under exactly that, so a steady-state call costs the descriptor reads and
  * one cache lookup. Plans cleared while one was made (a re-division) leave that one uncached (uc_cache_put). A new
- * micro-batched plan is checked on its first executions against the undivided choice (uc_verify.c).
+ * micro-batched plan is checked on its first executions against the undivided choice, and a new plan of one call
+ * against the runner-up the planner named for it (uc_verify.c).
  *
  * Names along a call: `ws_bytes` is the workspace the caller passes, `limit` what a plan must fit (the caller's
  * workspace capped, or a query's planning limit), `workspace` what a plan needs.
@@ -107,16 +108,21 @@ static uc_plan *plan_exact(const uc_call *c, size_t limit, int det)
     return p;
 }
 
-/* 1 when executions of plan p get a check on real executions (a new divided plan, checks on, no Division). */
+/* 1 when executions of plan p get a check on real executions (a new divided plan, or a new plan of one call with a
+ * runner-up; checks on, no Division). */
 static int gets_checked(const uc_plan *p)
 {
-    return p->count > 1 && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
+    return (p->count > 1 || p->rival) && !p->verified && uc_cfg_verify_samples() > 0 && !uc_cfg_total_workspace();
 }
 
 size_t uc_reported_workspace(const uc_call *c, const uc_plan *p, size_t limit)
 {
     if (!gets_checked(p))
         return p->workspace;
+    if (p->count == 1) { /* room for its runner-up where it fits (a plan made under a larger limit may serve) */
+        size_t room = p->rival->workspace;
+        return room > p->workspace && room <= limit ? room : p->workspace;
+    }
     int det = uc_cfg_deterministic() || uc_algo_deterministic(c, p->algo0); /* what executing algo0 asks for */
     uc_plan *base = get_plan_as(c, limit, det, uc_cfg_policy_undivided(), NULL);
     size_t workspace = p->workspace;
@@ -156,10 +162,13 @@ static uc_plan *exec_plan(const uc_call *c, size_t limit, int algo, int *det)
 /* A new divided plan p (check_it: one that gets checked) against the undivided choice for the same workspace:
  * that choice's predicted time goes to the exit summary (what cuDNN alone would take in it), and p gets a check
  * against it when check_it. Not under Division (each request is a re-division) nor with checks off (no second
- * planner call then). The check, or NULL. */
-static uc_verify *undivided_rival(const uc_call *c, uc_plan *p, size_t limit, int det, int check_it)
+ * planner call then). A new plan of one call gets a check against its runner-up where that fits the workspace.
+ * The check, or NULL. */
+static uc_verify *rival_check(const uc_call *c, uc_plan *p, size_t limit, int det, int check_it)
 {
     uc_verify *check = NULL;
+    if (check_it && p->count == 1 && p->rival && !p->verified && p->rival->workspace <= limit)
+        return uc_verify_new_rival(p, det, limit);
     if (p->count > 1 && !uc_cfg_total_workspace() && uc_cfg_verify_samples() > 0) {
         uc_plan *base = get_plan_bucketed(c, limit, det, uc_cfg_policy_undivided(), NULL);
         if (base && base->count == 1) {
@@ -201,7 +210,7 @@ static uc_plan *decide(const uc_call *c, size_t limit, int algo, uc_exec_decisio
             uc_plan_release(q);
         }
     }
-    uc_verify *check = undivided_rival(c, p, limit, det, check_it);
+    uc_verify *check = rival_check(c, p, limit, det, check_it);
     uc_plan *cached = uc_cache_put_exec(&d->key, p, check, view, &d->verify);
     if (check && !d->verify && cached == p) /* a stale view: the plan is used uncached, and so is its check */
         d->verify = check;
@@ -239,12 +248,15 @@ void uc_decide_settle(const uc_call *c, uc_exec_decision *d)
     if (uc_verify_verdict(v, &info)) { /* the check is over: keep the winner, count it, tell the recorder */
         uc_cache_settle(&d->key, v, info.kept ? info.plan : info.base);
         UC_COUNT(verified, 1);
+        UC_COUNT(runner_up_checks, info.rival);
         if (!info.kept)
             UC_COUNT(rejected_by_measurement, 1);
-        uc_log(UC_LOG_INFO, "%s at N=%d, workspace %zu: %d micro-batches measured %.4g ms, undivided algo %d %.4g "
+        if (!info.kept && info.rival)
+            UC_COUNT(runner_up_won, 1);
+        uc_log(UC_LOG_INFO, "%s at N=%d, workspace %zu: %d micro-batch(es) measured %.4g ms, %s algo %d %.4g "
                "ms (median of %d): %s", uc_op_name(c->k->op), info.plan->n, info.limit, info.plan->count,
-               info.plan_ms, info.base->mb[0].algo, info.base_ms, info.samples,
-               info.kept ? "kept" : "replaced by the undivided choice");
+               info.plan_ms, info.rival ? "runner-up" : "undivided", info.base->mb[0].algo, info.base_ms,
+               info.samples, !info.kept ? "replaced by it" : "kept");
         ucudnn_verdict out = {UCUDNN_ABI_VERSION, c->k->op, info.plan->key_text, NULL, info.plan->n, info.limit,
                               uc_cfg_policy_name(info.plan->policy), info.det, info.kept, info.plan->count,
                               info.plan->mb, info.base->mb[0], info.plan_ms, info.base_ms, info.samples};

@@ -147,6 +147,8 @@ typedef struct uc_plan {
     int deterministic;
     int verified;       /* 1: the planner says it already won a check on real executions (uc_verify.c) */
     int algo0;          /* the algorithm reported for the plan in Get/Find results */
+    struct uc_plan *rival; /* owned; a plan of one call not yet checked: the planner's runner-up to check it
+                            * against (uc_decide.c), a plan of one call too; NULL: none */
     int math0;          /* its math type */
     /* Per micro-batch descriptors (shared between micro-batches of one size; conv NULL: the caller's). */
     cudnnTensorDescriptor_t *xd, *yd, *zd;
@@ -174,6 +176,9 @@ typedef struct uc_verify uc_verify;
 /* A check of `plan` against `base` (the undivided choice for the same workspace); NULL when checks are off
  * (UCUDNN_VERIFY_SAMPLES=0) or memory is short. Takes references of its own. */
 uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t limit);
+/* A check of `plan`, of one call, against its runner-up (plan->rival), which must win clearly to replace it; NULL
+ * as above or without a runner-up. */
+uc_verify *uc_verify_new_rival(uc_plan *plan, int det, size_t limit);
 void uc_verify_ref(uc_verify *v);
 void uc_verify_release(uc_verify *v);
 /* Which plan this execution runs (*run) and its slot (>= 0: time it and call uc_verify_end), or -1 (untimed). */
@@ -182,6 +187,7 @@ int uc_verify_begin(uc_verify *v, uc_plan **run);
 void uc_verify_end(uc_verify *v, int slot, const uc_mark *m, int ok);
 typedef struct {
     int kept, samples, det;
+    int rival;            /* 1: a plan of one call checked against its runner-up (base) */
     double plan_ms, base_ms;
     size_t limit;
     uc_plan *plan, *base; /* borrowed from the check */

@@ -41,6 +41,7 @@ void uc_plan_free(uc_plan *p)
     free(p->mb);
     free(p->key_text);
     free(p->json);
+    uc_plan_release(p->rival);
     free(p);
 }
 

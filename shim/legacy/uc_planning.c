@@ -248,6 +248,26 @@ static uc_plan *stored_plan(const uc_call *c, const ucudnn_plan_request *req, uc
     return p;
 }
 
+/* The runner-up a planner named for its plan p of one call (ucudnn_plan_reply.rival), as a plan of its own,
+ * validated like a reply: another single call at N within the limit, deterministic where that is asked (by the real
+ * library's word), which the real library runs there. Anything else is said and dropped: p is then not checked. */
+static void attach_rival(const uc_call *c, const ucudnn_plan_request *req, const ucudnn_plan_reply *rep, uc_plan *p)
+{
+    if (rep->rival.batch == 0 || p->count != 1 || p->verified)
+        return;
+    ucudnn_micro_batch one = rep->rival;
+    ucudnn_plan_reply r = {.count = 1, .capacity = 1, .micro_batches = &one, .time_ms = rep->rival_ms};
+    char why[256];
+    r.deterministic = real_deterministic(c, &r);
+    const char *bad = validate(req, &r, why, sizeof why);
+    if (!bad && one.algo == p->mb[0].algo && one.math_type == p->mb[0].math_type)
+        bad = "it is the plan's own call";
+    p->rival = bad ? NULL : uc_plan_build(c, req, &r, p->policy, UC_SRC_PLANNER, why, sizeof why);
+    if (!p->rival)
+        uc_log(UC_LOG_WARNING, "ignored the runner-up the planner named for %s at N=%d: %s", req->key, req->batch,
+               bad ? bad : why);
+}
+
 /* The answer to request r, as a planner's return code: the planner's, else the plan stored for it (built already:
  * *stored), else the built-in fallback's (*source says which). *starting: another thread is still starting the
  * planner (the call passes through, nothing cached). */
@@ -270,7 +290,7 @@ static int answer_request(const uc_call *c, uc_request *r, ucudnn_plan_reply *re
     if (!atomic_exchange(&fallback_announced, 1))
         uc_log(UC_LOG_WARNING, "no planner could be loaded; each convolution runs undivided with the fastest "
                                "algorithm that fits (built-in fallback)");
-    *rep = (ucudnn_plan_reply){0, rep->capacity, rep->micro_batches, 0.0f, 0, 0, 0};
+    *rep = (ucudnn_plan_reply){.capacity = rep->capacity, .micro_batches = rep->micro_batches};
     *source = UC_SRC_FALLBACK;
     return fallback_plan(c, &r->req, rep);
 }
@@ -293,6 +313,8 @@ static uc_plan *plan_of_answer(const uc_call *c, const ucudnn_plan_request *req,
                    req->batch, why);
         } else if (source == UC_SRC_FALLBACK) {
             UC_COUNT(fallback_plans, 1);
+        } else {
+            attach_rival(c, req, rep, p);
         }
     } else if (rc == 1) {
         UC_COUNT(no_plan, 1);
@@ -331,7 +353,7 @@ uc_plan *uc_plan_make(const uc_call *c, size_t limit, int policy, int det)
     if (key && mbs && key_len) {
         uc_kernel_text(k, key, key_len + 1);
         uc_request_init(&r, k->op, key, n, limit, policy, det, uc_algo_count(k->op));
-        ucudnn_plan_reply rep = {0, cap, mbs, 0.0f, 0, 0, 0};
+        ucudnn_plan_reply rep = {.capacity = cap, .micro_batches = mbs};
         int source = UC_SRC_PLANNER, starting = 0;
         int rc = answer_request(c, &r, &rep, policy, &source, &p, &starting);
         if (!p && !starting && rc == UCUDNN_PLAN_INTERRUPTED)

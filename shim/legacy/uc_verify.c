@@ -8,6 +8,11 @@
  * same way), so the caller's data is the benchmark. The rule that times and decides them is the trial of
  * core/uc_trial.c. Until the verdict, executions beyond the trial's run the plan. The verdict is reported to the
  * planner's recorder, which stores it in the SQLite cache, so later runs skip the check.
+ *
+ * A new plan of one call is checked the same way against the planner's runner-up (a single call Find timed close
+ * to it), with the sides turned round: the runner-up is the trial's plan, which must win clearly to replace the
+ * plan of one call (the incumbent, which runs beyond the trial's executions). The verdict is told the right way
+ * round: the plan of one call kept, or replaced by its runner-up.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@ struct uc_verify {
     pthread_mutex_t mu;
     uc_plan *plan, *base; /* referenced */
     int det;              /* the determinism the decision was planned with */
+    int rival;            /* 1: `plan` is the runner-up of `base`, a plan of one call (see above) */
     size_t limit;         /* the workspace of the decision */
     uc_trial trial;
 };
@@ -44,6 +50,14 @@ uc_verify *uc_verify_new(uc_plan *plan, uc_plan *base, int det, size_t limit)
     return v;
 }
 
+uc_verify *uc_verify_new_rival(uc_plan *plan, int det, size_t limit)
+{
+    uc_verify *v = plan->rival ? uc_verify_new(plan->rival, plan, det, limit) : NULL;
+    if (v)
+        v->rival = 1;
+    return v;
+}
+
 void uc_verify_ref(uc_verify *v)
 {
     atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
@@ -65,7 +79,7 @@ int uc_verify_begin(uc_verify *v, uc_plan **run)
     int side_b = 0;
     pthread_mutex_lock(&v->mu);
     int slot = uc_trial_begin(&v->trial, &side_b);
-    *run = side_b ? v->base : v->plan;
+    *run = side_b || (slot < 0 && v->rival) ? v->base : v->plan;
     pthread_mutex_unlock(&v->mu);
     return slot;
 }
@@ -86,6 +100,15 @@ int uc_verify_verdict(uc_verify *v, uc_verdict_info *out)
         out->base = v->base;
         out->det = v->det;
         out->limit = v->limit;
+        out->rival = v->rival;
+    }
+    if (decided && v->rival) { /* told the right way round: the plan of one call kept, or its runner-up won */
+        double runner_up_ms = out->plan_ms;
+        out->plan = v->base;
+        out->base = v->plan;
+        out->plan_ms = out->base_ms;
+        out->base_ms = runner_up_ms;
+        out->kept = !out->kept;
     }
     pthread_mutex_unlock(&v->mu);
     return decided;

@@ -119,6 +119,18 @@ def test_host_times_and_checks_are_shown() -> None:
     assert "checked on real executions: 2 new micro-batched plan(s), 1 replaced" in text
     alone = report.summary_table([plain], title="T", elapsed_s=0, device="d", timing="m")
     assert "checked on real executions" not in alone
+    # Plans of one call checked against a runner-up are counted apart, with what replaced them.
+    single_kept, single_won = make_row("d", 1, 1.0), make_row("e", 1, 1.1)
+    single_kept.verified = single_won.verified = single_won.rejected_by_measurement = True
+    single_kept.runner_up = single_won.runner_up = True
+    both = report.summary_table([kept, replaced, single_kept, single_won], title="T", elapsed_s=0, device="d",
+                                timing="m")  # fmt: skip
+    assert (
+        "checked on real executions: 2 new micro-batched plan(s), 1 replaced by the undivided choice; 2 plan(s) of "
+        "one call against a runner-up, 1 replaced by it (their rows time what won)"
+    ) in " ".join(both.split())
+    notes = report.detail_table([single_kept, single_won])
+    assert "checked against its runner-up: plan kept" in notes and "checked: plan replaced by its runner-up" in notes
 
 
 def test_progress_modes() -> None:

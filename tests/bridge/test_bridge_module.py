@@ -26,7 +26,7 @@ def test_struct_layout_matches_cudnn_perf() -> None:
     assert ffi.offsetof("ucudnn_perf", "memory") == 16
     assert ffi.offsetof("ucudnn_perf", "determinism") == 24
     assert ffi.offsetof("ucudnn_perf", "math_type") == 28
-    assert lib.UCUDNN_ABI_VERSION == bridge.ABI_VERSION == 3
+    assert lib.UCUDNN_ABI_VERSION == bridge.ABI_VERSION == 4
     assert lib.UCUDNN_MAX_MICRO_BATCHES == planner.MAX_MICRO_BATCHES  # no plan the shim cannot hold
 
 

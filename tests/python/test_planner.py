@@ -459,3 +459,59 @@ def test_a_batch_is_divided_only_for_more_than_the_checks_margin(
         assert steps(result) == [(4, 1)] * 4
     monkeypatch.setenv("UCUDNN_VERIFY_MARGIN", "0")
     assert steps(plan(Planner(), Recorded(), benchmark=bench)) == [(4, 1)] * 4
+
+
+def close_table(b: int) -> list[AlgoPerf]:
+    """Single calls a few percent apart: algo 2 fastest but non-deterministic, algo 0 5.3% behind it, algo 1 5%
+    behind algo 0 with 2 MiB of workspace, algo 3 20% behind."""
+    return [
+        AlgoPerf(b, 0, 1.0 * b, 0),
+        AlgoPerf(b, 1, 1.05 * b, 2 * MiB),
+        AlgoPerf(b, 2, 0.95 * b, 0, deterministic=False),
+        AlgoPerf(b, 3, 1.2 * b, 0),
+    ]
+
+
+def rival(result) -> tuple[int, int] | None:  # type: ignore[no-untyped-def]
+    return None if result.rival is None else (result.rival.batch, result.rival.algo)
+
+
+def test_a_plan_of_one_call_names_the_runner_up_find_timed_close_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two single calls a few percent apart are ranked by Find's noise: the planner names the runner-up, the
+    fastest other call that the same request could run (within the limit, deterministic if asked), when it is
+    within UCUDNN_VERIFY_CLOSE of the plan, and the shim checks the two on real executions."""
+    monkeypatch.delenv("UCUDNN_VERIFY_CLOSE", raising=False)
+    kw: dict[str, object] = {"policy": "undivided", "benchmark": close_table}
+    free = plan(Planner(), Recorded(), **kw)
+    assert steps(free) == [(16, 2)] and rival(free) == (16, 0)
+    det = plan(Planner(), Recorded(), deterministic_only=True, **kw)
+    assert steps(det) == [(16, 0)] and rival(det) == (16, 1)
+    # Algo 1 does not fit 1 MiB, and algo 3, the next, is 20% behind: no runner-up.
+    assert rival(plan(Planner(), Recorded(), deterministic_only=True, workspace_limit_bytes=MiB, **kw)) is None
+    monkeypatch.setenv("UCUDNN_VERIFY_CLOSE", "0.04")
+    assert rival(plan(Planner(), Recorded(), deterministic_only=True, **kw)) is None
+    monkeypatch.setenv("UCUDNN_VERIFY_CLOSE", "0")
+    assert rival(plan(Planner(), Recorded(), **kw)) is None
+    # A divided plan is checked against the undivided choice, not a runner-up.
+    monkeypatch.delenv("UCUDNN_VERIFY_CLOSE")
+    assert len(steps(divided := plan(Planner(), Recorded()))) > 1 and divided.rival is None
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_verdict_against_the_runner_up_settles_the_plan_while_that_is_still_the_runner_up(
+    tmp_path: Path, kept: bool
+) -> None:
+    cache = Cache(tmp_path / "c.sqlite")
+    planner = Planner(cache)
+    kw: dict[str, object] = {"policy": "undivided", "benchmark": close_table, "deterministic_only": True}
+    first = plan(planner, Recorded(), **kw)
+    assert steps(first) == [(16, 0)] and rival(first) == (16, 1) and not first.verified
+    pk = PlanKey(KEY, BACKEND, 16, "undivided", 4 * MiB, True)
+    cache.put_verdict(Verdict(pk, ((16, 0, 0),), ((16, 1, 0),), kept, 16.0, 15.0, 3))
+    settled = plan(planner, Recorded(), **kw)
+    assert settled.verified and settled.rival is None
+    assert steps(settled) == ([(16, 0)] if kept else [(16, 1)]), settled.message
+    # N measured again: algo 3 is now the runner-up, 1% behind, which the verdict never timed: checked again.
+    cache.put_benchmark(KEY, BACKEND, 16, [*close_table(16)[:3], AlgoPerf(16, 3, 16.16, 0)])
+    again = plan(planner, Recorded(), **kw)
+    assert not again.verified and steps(again) == [(16, 0)] and rival(again) == (16, 3)

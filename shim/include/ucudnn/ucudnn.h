@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define UCUDNN_ABI_VERSION 3
+#define UCUDNN_ABI_VERSION 4
 
 /* Ops of a kernel key. Bias-activation forward is planned as a forward kernel (same algorithms). */
 #define UCUDNN_OP_FWD 0
@@ -71,6 +71,9 @@ typedef struct {
     size_t workspace_bytes;        /* max over micro-batches */
     int deterministic;             /* 1 if every micro-batch's algorithm is deterministic */
     int verified;                  /* 1: this plan won a check on real executions already (ucudnn_verdict) */
+    ucudnn_micro_batch rival;      /* a plan of one call not yet checked: the single call at N it is to be checked
+                                    * against (the runner-up Find timed close to it); batch 0: none */
+    float rival_ms;                /* the rival's benchmark time */
 } ucudnn_plan_reply;
 
 /*
@@ -102,7 +105,8 @@ int ucudnn_measure_call_cost(void *bench_ctx, double *ms);
 /*
  * The outcome of checking a new micro-batched plan on real executions: its first executions alternated with the
  * undivided choice that fits the same workspace, each timed in place on the caller's data, and the faster was
- * kept. The shim reports it to the recorder (registered by the planner) so later runs skip the check.
+ * kept. A plan of one call with a rival (ucudnn_plan_reply) is checked the same way against that rival, reported as
+ * `undivided`. The shim reports it to the recorder (registered by the planner) so later runs skip the check.
  */
 typedef struct {
     int abi_version;                     /* UCUDNN_ABI_VERSION */
@@ -113,7 +117,7 @@ typedef struct {
     size_t workspace_limit_bytes;        /* the workspace the checked executions had */
     const char *policy;
     int deterministic_only;
-    int kept;                            /* 1: the micro-batched plan stays; 0: the undivided choice replaces it */
+    int kept;                            /* 1: the checked plan stays; 0: the undivided choice (or rival) replaces it */
     int plan_count;
     const ucudnn_micro_batch *plan;      /* the micro-batched plan that was checked */
     ucudnn_micro_batch undivided;        /* the undivided choice it was checked against */

@@ -4,7 +4,8 @@
  * without LD_PRELOAD=libucudnn.so; the test compares the output files.
  *
  * Arguments are key=value: those of driver_common.h, dtype=float|double, threads, handles, repeat, alpha, beta,
- * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other),
+ * alpha2, planner=fixed|fit|det|fail|nofit|huge_ws|bench (a C planner; plan=, fit_below=, clear=self|other,
+ * rival=BATCH:ALGO: the runner-up the fixed planner names with its plan),
  * serial=1 (the threads run one after another), thread_query=1 (each thread also makes the query, on its own
  * handle, and runs what it chose in the workspace that choice sized), setopt=NAME:VALUE, borrow=1|2 (registers a
  * framework allocator of its own, as a C/C++ framework with a caching allocator would), out=PATH (thread t's
@@ -122,6 +123,8 @@ static int c_planner(const ucudnn_plan_request *req, ucudnn_plan_reply *rep)
     }
     if (fixed_plan_reply(rep))
         return 2;
+    if (opt("rival", NULL))
+        sscanf(opt("rival", NULL), "%d:%d", &rep->rival.batch, &rep->rival.algo);
     if (strcmp(planner_kind, "huge_ws") == 0)
         rep->workspace_bytes = req->workspace_limit_bytes + 1;
     if (strcmp(planner_kind, "bench") == 0) { /* exercise ucudnn_benchmark from a C planner */
