@@ -363,16 +363,20 @@ class Planner:
             )
         else:
             log.info("no plan for %s at N=%d under %d B: %s", req.key, req.batch, workspace_limit_bytes, result.message)
-        return self._checked(pk, result, floor, req.algo_count)
+        # A slack plan of one call was chosen for its workspace, not its speed: no runner-up to race it.
+        return self._checked(pk, result, floor, req.algo_count, runner_up=persist)
 
-    def _checked(self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int) -> PlanResult:
+    def _checked(
+        self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int, *, runner_up: bool = True
+    ) -> PlanResult:
         """``result`` with what a stored check on real executions says about its plan under ``pk``: kept (the
-        plan, verified), or replaced by the undivided choice it lost to (that plan, verified)."""
+        plan, verified), or replaced by the undivided choice it lost to (that plan, verified). A plan of one call
+        with its runner-up, where ``runner_up``."""
         plan = result.plan
         if plan is None:
             return result
         if len(plan.micro_batches) == 1:
-            return self._against_runner_up(pk, result, floor, algo_count)
+            return self._against_runner_up(pk, result, floor, algo_count) if runner_up else result
         steps = [(mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches]
         try:
             verdict = self.cache.get_verdict(pk, steps)

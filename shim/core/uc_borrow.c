@@ -17,9 +17,10 @@
 
 #include "uc_core.h"
 
-/* At most this many borrowed buffers at once (a graph benchmark holds its tensors and one workspace); past it the
- * framework's buffer is given back at once and the benchmark goes without, as without a framework. */
-#define UC_BORROWED_MAX 64
+/* The buffers borrowed, each with the allocator's own function that gives it back, kept should another allocator
+ * be registered meanwhile. At most 64 at once (a graph benchmark holds its tensors and one workspace); past them
+ * the framework's buffer is given back at once and the benchmark goes without, as without a framework. */
+UC_PTRSET(borrowed, 64);
 
 static pthread_mutex_t borrow_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucudnn_framework_alloc_fn borrow_alloc;
@@ -28,10 +29,6 @@ static ucudnn_framework_free_fn borrow_free;
  * framework refused there (0: none), which and larger are not asked for again there. */
 #define UC_BORROW_DEVICES 64
 static size_t refused_from[UC_BORROW_DEVICES];
-static struct {
-    void *p;
-    ucudnn_framework_free_fn release; /* the allocator's own, kept should another be registered meanwhile */
-} borrowed[UC_BORROWED_MAX];
 
 void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framework_free_fn release)
 {
@@ -44,13 +41,17 @@ void uc_framework_allocator_set(ucudnn_framework_alloc_fn alloc, ucudnn_framewor
 
 void *uc_framework_scratch_alloc(size_t bytes)
 {
-    size_t *refused = &refused_from[(unsigned)(uc_current_device() + 1) % UC_BORROW_DEVICES];
     pthread_mutex_lock(&borrow_lock);
     ucudnn_framework_alloc_fn alloc = borrow_alloc;
     ucudnn_framework_free_fn release = borrow_free;
+    pthread_mutex_unlock(&borrow_lock);
+    if (!alloc)
+        return NULL;
+    size_t *refused = &refused_from[(unsigned)(uc_current_device() + 1) % UC_BORROW_DEVICES];
+    pthread_mutex_lock(&borrow_lock);
     int refused_before = *refused && bytes >= *refused;
     pthread_mutex_unlock(&borrow_lock);
-    if (!alloc || refused_before)
+    if (refused_before)
         return NULL;
     uc_guard++; /* the framework's own calls must not come back here */
     void *p = alloc(bytes);
@@ -63,17 +64,7 @@ void *uc_framework_scratch_alloc(size_t bytes)
         pthread_mutex_unlock(&borrow_lock);
         return NULL;
     }
-    pthread_mutex_lock(&borrow_lock);
-    int slot = -1;
-    for (int i = 0; i < UC_BORROWED_MAX && slot < 0; i++)
-        if (!borrowed[i].p)
-            slot = i;
-    if (slot >= 0) {
-        borrowed[slot].p = p;
-        borrowed[slot].release = release;
-    }
-    pthread_mutex_unlock(&borrow_lock);
-    if (slot < 0) {
+    if (uc_ptrset_add(&borrowed, p, release) != 0) {
         uc_guard++;
         release(p);
         uc_guard--;
@@ -85,15 +76,8 @@ void *uc_framework_scratch_alloc(size_t bytes)
 
 int uc_framework_scratch_free(void *p)
 {
-    ucudnn_framework_free_fn release = NULL;
-    pthread_mutex_lock(&borrow_lock);
-    for (int i = 0; i < UC_BORROWED_MAX && !release; i++)
-        if (borrowed[i].p == p) {
-            release = borrowed[i].release;
-            borrowed[i].p = NULL;
-        }
-    pthread_mutex_unlock(&borrow_lock);
-    if (!release)
+    uc_release_fn release = NULL;
+    if (!uc_ptrset_take(&borrowed, p, &release) || !release)
         return 0;
     uc_guard++;
     release(p);

@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,28 @@ void *dlsym(void *handle, const char *name) __attribute__((error("the shim looks
  * the resolver learns which library a framework that dlopens cuDNN loaded. */
 void uc_dlsym_record(void *sym);
 void *uc_dlsym_recorded(void);
+
+/* ---- a locked set of live buffers (uc_ptrset.c) ---- */
+
+/* Buffers handed out at planning time that must be given back by where they came from: a fixed table scanned under
+ * its own lock (a handful are live at once), each buffer with the function that gives it back (or NULL). */
+typedef void (*uc_release_fn)(void *);
+typedef struct {
+    void *p;
+    uc_release_fn release;
+} uc_ptrslot;
+typedef struct {
+    pthread_mutex_t lock;
+    int cap;
+    uc_ptrslot *slots;
+} uc_ptrset;
+#define UC_PTRSET(name, capacity)                                                                                   \
+    static uc_ptrslot name##_slots[capacity];                                                                       \
+    static uc_ptrset name = {PTHREAD_MUTEX_INITIALIZER, capacity, name##_slots}
+/* Remember p (not NULL) with its release function: 0, or -1 when the set is full. */
+int uc_ptrset_add(uc_ptrset *s, void *p, uc_release_fn release);
+/* Forget p: 1 if it was in the set (*release, where asked, its function), else 0. */
+int uc_ptrset_take(uc_ptrset *s, void *p, uc_release_fn *release);
 
 /* ---- the real library (uc_resolve.c, uc_identity.c) ---- */
 

@@ -100,10 +100,11 @@ int uc_stream_capturing(cudnnHandle_t handle)
     }
     if (kind != UC_CLOCK_CUDA)
         return uc_cfg_host_stream_capture();
+    const uc_driver_api *cu = device_driver();
     cudaStream_t stream = NULL;
     int status = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
-    if (!device_driver()->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
-        device_driver()->stream_is_capturing(stream, &status) != CU_SUCCESS)
+    if (!cu || !cu->stream_is_capturing || uc_real()->cudnnGetStream(handle, &stream) != 0 ||
+        cu->stream_is_capturing(stream, &status) != CU_SUCCESS)
         return 1;
     return status != 0;
 }
@@ -117,35 +118,7 @@ int uc_stream_capturing(cudnnHandle_t handle)
 static _Atomic size_t host_scratch_bytes;
 /* The host scratch outstanding, so that a buffer is freed by where it came from whatever the state of the driver
  * by then (at most this many at once: a graph benchmark holds its tensors and a workspace, per planning thread). */
-#define HOST_SCRATCH_LIVE 256
-static void *host_live[HOST_SCRATCH_LIVE];
-static pthread_mutex_t host_live_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Record p as host scratch (0), or -1 where the table is full. */
-static int host_live_add(void *p)
-{
-    int slot = -1;
-    pthread_mutex_lock(&host_live_lock);
-    for (int i = 0; i < HOST_SCRATCH_LIVE && slot < 0; i++)
-        if (!host_live[i])
-            host_live[slot = i] = p;
-    pthread_mutex_unlock(&host_live_lock);
-    return slot < 0 ? -1 : 0;
-}
-
-/* 1 if p was host scratch (now forgotten), else 0. */
-static int host_live_take(void *p)
-{
-    int was = 0;
-    pthread_mutex_lock(&host_live_lock);
-    for (int i = 0; i < HOST_SCRATCH_LIVE && !was; i++)
-        if (host_live[i] == p) {
-            host_live[i] = NULL;
-            was = 1;
-        }
-    pthread_mutex_unlock(&host_live_lock);
-    return was;
-}
+UC_PTRSET(host_live, 256);
 
 typedef struct {
     size_t bytes;
@@ -171,7 +144,7 @@ static void *host_scratch_alloc(size_t bytes)
     }
     memcpy(base, &h, sizeof h);
     memset(base + HOST_HEADER, 0, rounded);
-    if (host_live_add(base + HOST_HEADER) != 0) {
+    if (uc_ptrset_add(&host_live, base + HOST_HEADER, NULL) != 0) {
         if (h.counted)
             atomic_fetch_sub(&host_scratch_bytes, rounded);
         free(base);
@@ -211,10 +184,11 @@ void uc_scratch_free(void *p)
 {
     if (!p || uc_framework_scratch_free(p))
         return;
-    if (host_live_take(p))
+    const uc_driver_api *cu = NULL;
+    if (uc_ptrset_take(&host_live, p, NULL))
         host_scratch_free(p);
-    else if (device_driver())
-        device_driver()->mem_free((unsigned long long)(uintptr_t)p);
+    else if ((cu = device_driver()))
+        cu->mem_free((unsigned long long)(uintptr_t)p);
 }
 
 void uc_device_sync(void)
@@ -278,13 +252,14 @@ int uc_mark_stop(uc_mark *m)
 int uc_mark_read(uc_mark *m, double *ms)
 {
     if (!m->done && m->kind == UC_CLOCK_CUDA) {
-        if (!m->ev1)
+        const uc_driver_api *cu = device_driver();
+        if (!m->ev1 || !cu)
             return -1;
-        int q = device_driver()->event_query(m->ev1);
+        int q = cu->event_query(m->ev1);
         if (q != CU_SUCCESS)
             return q == 600 /* CUDA_ERROR_NOT_READY */ ? 0 : -1;
         float elapsed = 0;
-        if (device_driver()->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
+        if (cu->event_elapsed(&elapsed, m->ev0, m->ev1) != CU_SUCCESS)
             return -1;
         m->ms = elapsed;
         m->done = 1;
@@ -296,10 +271,11 @@ int uc_mark_read(uc_mark *m, double *ms)
 
 void uc_mark_drop(uc_mark *m)
 {
-    if (m->ev0)
-        device_driver()->event_destroy(m->ev0);
-    if (m->ev1)
-        device_driver()->event_destroy(m->ev1);
+    const uc_driver_api *cu = m->ev0 || m->ev1 ? device_driver() : NULL;
+    if (cu && m->ev0)
+        cu->event_destroy(m->ev0);
+    if (cu && m->ev1)
+        cu->event_destroy(m->ev1);
     m->ev0 = m->ev1 = NULL;
 }
 

@@ -9,6 +9,7 @@ the other way round, which is how the noise of a real Find does it.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from .conftest import Run, RunDriver, assert_close
+from .test_exec_random import GENERAL_ALGOS, SEED, draw
 
 LAYER = ["op=fwd", "n=16", "c=32", "k=32", "in=16,16"]
 FFT_TILING, GEMM = 7, 2
@@ -121,3 +123,41 @@ def test_a_runner_up_named_wrongly_is_said_and_ignored(run_driver: RunDriver, na
     assert_close(got.output("float"), ref.output("float"), "float")
     named_well = run_driver(*args, "rival=16:2", env=CHECK)
     assert named_well.report["stats"]["checks_started"] == 1 and "ignored" not in named_well.stderr
+
+
+def _draw_rival(r: random.Random) -> tuple[list[str], str, str, bool, str]:
+    """A random problem (test_exec_random.py's draw), a plan of one call, a runner-up named for it (now and then a
+    bad one: another size, the plan's own call, no such algorithm), and the check's samples."""
+    op, args, _ = draw(r)
+    n = int(next(a for a in args if a.startswith("n="))[2:])
+    own, other = r.sample(GENERAL_ALGOS[op], 2)
+    bad = r.random() < 0.3
+    rival = r.choice([f"{r.randint(1, n - 1)}:{other}", f"{n}:{own}", f"{n}:99"]) if bad else f"{n}:{other}"
+    return args, f"{n}:{own}", rival, bad, r.choice(["1", "2", "3"])
+
+
+RIVAL_CASES = [_draw_rival(random.Random(SEED * 1000 + 500 + i)) for i in range(20)]
+
+
+@pytest.mark.parametrize(("args", "plan", "rival", "bad", "samples"), RIVAL_CASES,
+                         ids=[f"{SEED}-{i}" for i in range(len(RIVAL_CASES))])  # fmt: skip
+def test_a_runner_up_check_on_a_random_problem_keeps_the_result(
+    run_driver: RunDriver, args: list[str], plan: str, rival: str, bad: bool, samples: str
+) -> None:
+    """Whichever side each execution runs, and whichever wins, every result is the undivided call's."""
+    runs = [*args, "repeat=10"]
+    ref = run_driver(*runs, preload=False)
+    assert ref.returncode == 0, ref.stderr
+    got = run_driver(*runs, "planner=fixed", f"plan={plan}", f"rival={rival}", env={"UCUDNN_VERIFY_SAMPLES": samples})
+    assert got.returncode == 0, got.stderr
+    stats: dict[str, Any] = got.report["stats"]
+    assert stats["rejected_plans"] == 0 and stats["planned"] == 10, got.stderr
+    ignored = "ignored the runner-up the planner named" in got.stderr
+    # A good runner-up may still be ignored: one the real library does not know to be deterministic where the
+    # caller's algorithm is, or one that needs more than the workspace.
+    assert ignored if bad else ignored or stats["checks_started"] == 1, got.stderr
+    assert stats["checks_started"] == (0 if ignored else 1)
+    ran = [(m["batch"], m["algo"]) for m in got.report["last_plan"]["micro_batches"]]
+    assert ran in ([tuple(map(int, plan.split(":")))], [tuple(map(int, rival.split(":")))])
+    dtype = next(a for a in args if a.startswith("dtype="))[6:]
+    assert_close(got.output(dtype), ref.output(dtype), dtype)

@@ -495,6 +495,10 @@ def test_a_plan_of_one_call_names_the_runner_up_find_timed_close_to_it(monkeypat
     # A divided plan is checked against the undivided choice, not a runner-up.
     monkeypatch.delenv("UCUDNN_VERIFY_CLOSE")
     assert len(steps(divided := plan(Planner(), Recorded()))) > 1 and divided.rival is None
+    # Nor is a plan chosen for its workspace within UCUDNN_TIME_SLACK: the faster runner-up would undo the choice.
+    monkeypatch.setenv("UCUDNN_TIME_SLACK", "0.5")
+    slack = plan(Planner(), Recorded(), deterministic_only=True, **kw)
+    assert steps(slack) == [(16, 0)] and slack.rival is None, slack.message
 
 
 @pytest.mark.parametrize("kept", [True, False])
