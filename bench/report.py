@@ -138,6 +138,16 @@ SUMMARY_LEGEND = (
 )
 
 
+def _row_label(r: Row) -> str:
+    """A summary line's row: its problem, op, limit and policy, its speedup and the spread of its repeats."""
+    spread = _range_text(*_spread(r.sample_speedups()))
+    return f"{r.problem} {r.op} {format_size(r.limit_bytes)} {r.policy}: {r.speedup:.2f}x (repeats {spread})"
+
+
+def _clipped(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+
+
 def _own_call_text(r: Row) -> str:
     if r.micro_batches:
         return f"{format_micro_batches(r.micro_batches)} on both sides"
@@ -181,11 +191,13 @@ def summary_table(
     if ties:
         lines.append("")
         lines.append(f"below {SLOWER}x with the same call on both sides (not counted as slower):")
-        lines += [
-            f"  {r.problem} {r.op} {format_size(r.limit_bytes)} {r.policy}: {r.speedup:.2f}x "
-            f"(repeats {_range_text(*_spread(r.sample_speedups()))}): {_own_call_text(r)}"
-            for r in ties
-        ]
+        lines += [f"  {_row_label(r)}: {_own_call_text(r)}" for r in ties]
+    slow = [r for r in rows if r.status == "ok" and not r.own_call and r.speedup < SLOWER]
+    if slow:
+        lines.append("")
+        lines.append(f"below {SLOWER}x running a plan of ucudnn's (counted as slower):")
+        lines += [_clipped(f"  {_row_label(r)}: {format_micro_batches(r.micro_batches)} vs cuDNN alone's "
+                           f"{r.undivided_algo}{_check_note(r)}") for r in slow]  # fmt: skip
     checked = [r for r in rows if r.status == "ok" and r.verified]
     if checked:
         divided = [r for r in checked if not r.runner_up]
@@ -197,7 +209,7 @@ def summary_table(
             won = sum(r.rejected_by_measurement for r in single)
             text += f"; {len(single)} plan(s) of one call against a runner-up, {won} replaced by it"
         lines.append("")
-        lines.append(text + " (their rows time what won)")
+        lines += textwrap.wrap(text + " (their rows time what won)", WIDTH, subsequent_indent="  ")
     wrong = [r for r in rows if r.status == "ok" and not r.output_match]
     for r in wrong:
         lines.append(
@@ -242,8 +254,8 @@ def detail_table(rows: Sequence[Row]) -> str:
             f"{r.undivided_ms:>9.3f} {r.ucudnn_ms:>9.3f} {r.predicted_ms:>9.3f} {r.speedup:>6.2f}x {spread:>12} "
             f"{host:>17}"
         )
-        plan = f"  plan: {format_micro_batches(r.micro_batches)}; cuDNN alone: {r.undivided_algo}{_check_note(r)}"
-        lines.append(plan if len(plan) <= WIDTH else plan[: WIDTH - 3] + "...")
+        lines.append(_clipped(f"  plan: {format_micro_batches(r.micro_batches)}; cuDNN alone: {r.undivided_algo}"
+                              f"{_check_note(r)}"))  # fmt: skip
     lines += textwrap.wrap(HOST_LEGEND, WIDTH)
     return "\n".join(lines)
 

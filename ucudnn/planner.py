@@ -194,6 +194,11 @@ def _worth_dividing(best: PlanResult, undivided: PlanResult, margin: float) -> P
     return PlanResult(Status.OPTIMAL, alone, why)
 
 
+def _call(mb: MicroBatch) -> tuple[int, int, int]:
+    """What names a step's call: its batch, algorithm and math type."""
+    return (mb.batch, mb.algo, mb.math_type)
+
+
 def _pick_with_slack(front: Sequence[Plan], slack: float) -> PlanResult:
     """The least-workspace plan of a Pareto front whose time is within (1 + slack) of the fastest."""
     if not front:
@@ -377,27 +382,14 @@ class Planner:
             return result
         if len(plan.micro_batches) == 1:
             return self._against_runner_up(pk, result, floor, algo_count) if runner_up else result
-        steps = [(mb.batch, mb.algo, mb.math_type) for mb in plan.micro_batches]
-        try:
-            verdict = self.cache.get_verdict(pk, steps)
-        except (sqlite3.Error, CacheError) as exc:
-            log.warning("cannot read verdicts from %s (%s); the plan will be checked again", self.cache, exc)
-            return result
-        if verdict is None:
-            return result
         # A verdict holds against the undivided choice it was measured against, and only while that is still the
         # undivided choice for what is asked: the fastest single call within this limit. A faster one that fits
         # now (benchmarks measured again, or a verdict earned at a smaller workspace) was never beaten: check again.
         current = self._undivided_choice(pk, floor, algo_count)
-        if current is None or (current.batch, current.algo, current.math_type) != verdict.undivided[0]:
-            log.debug("a stored check of %s at N=%d was against another undivided choice; checking again", pk.key,
-                      pk.batch)  # fmt: skip
+        if current is None:
             return result
-        if verdict.kept:
-            return dataclasses.replace(result, message=result.message + "; kept by a check", verified=True)
-        undivided = Plan((current,))
-        why = f"undivided: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms micro-batched"
-        return PlanResult(Status.OPTIMAL, undivided, why, verified=True)
+        settled = self._settled(pk, result, current, "the undivided choice", "micro-batched")
+        return result if settled is None else settled
 
     def _against_runner_up(self, pk: PlanKey, result: PlanResult, floor: float, algo_count: int) -> PlanResult:
         """A plan of one call with the runner-up it is to be checked against (``result.rival``), or with what a
@@ -406,31 +398,40 @@ class Planner:
         assert result.plan is not None
         close = _verify_close()
         (chosen,) = result.plan.micro_batches
-        if close <= 0.0 or result.verified:
+        if close <= 0.0 or result.verified or chosen.batch != pk.batch:
             return result
-        rival = self._runner_up(pk, chosen, floor, algo_count, close)
-        if rival is None:
+        calls = [MicroBatch.from_perf(p) for p in self._single_calls(pk, floor, algo_count)]
+        others = [mb for mb in calls if _call(mb) != _call(chosen)]
+        rival = min(others, key=lambda mb: (mb.time_ms, mb.workspace_bytes, mb.algo, mb.math_type), default=None)
+        if rival is None or rival.time_ms > chosen.time_ms * (1.0 + close):
             return result
+        settled = self._settled(pk, result, rival, "the runner-up", "for the plan")
+        return dataclasses.replace(result, rival=rival) if settled is None else settled
+
+    def _settled(self, pk: PlanKey, result: PlanResult, rival: MicroBatch, name: str, side: str) -> PlanResult | None:
+        """What a stored check of ``result``'s plan against ``rival`` (the single call ``name``) says: the plan kept
+        (verified), or ``rival`` in its place (verified); None when no check against ``rival`` is stored."""
+        assert result.plan is not None
         try:
-            verdict = self.cache.get_verdict(pk, [(chosen.batch, chosen.algo, chosen.math_type)])
+            verdict = self.cache.get_verdict(pk, [_call(mb) for mb in result.plan.micro_batches])
         except (sqlite3.Error, CacheError) as exc:
             log.warning("cannot read verdicts from %s (%s); the plan will be checked again", self.cache, exc)
-            verdict = None
-        if verdict is None or verdict.undivided[0] != (rival.batch, rival.algo, rival.math_type):
-            return dataclasses.replace(result, rival=rival)
+            return None
+        if verdict is None:
+            return None
+        if verdict.undivided[0] != _call(rival):
+            log.debug("a stored check of %s at N=%d was against another call than %s; checking again", pk.key,
+                      pk.batch, name)  # fmt: skip
+            return None
         if verdict.kept:
-            return dataclasses.replace(result, message=result.message + "; kept against the runner-up by a check",
+            return dataclasses.replace(result, message=f"{result.message}; kept against {name} by a check",
                                        verified=True)  # fmt: skip
-        why = f"the runner-up: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms"
+        why = f"{name}: a check measured {verdict.undivided_ms:.4g} ms vs {verdict.plan_ms:.4g} ms {side}"
         return PlanResult(Status.OPTIMAL, Plan((rival,)), why, verified=True)
 
-    def _runner_up(
-        self, pk: PlanKey, chosen: MicroBatch, floor: float, algo_count: int, close: float
-    ) -> MicroBatch | None:
-        """The fastest single call at N other than ``chosen`` within the limit (deterministic if asked), from the
-        stored benchmark at N, when its time is within ``close`` of ``chosen``'s; else None."""
-        if chosen.batch != pk.batch:
-            return None
+    def _single_calls(self, pk: PlanKey, floor: float, algo_count: int) -> list[AlgoPerf]:
+        """The single calls at N under ``pk`` (within its limit, deterministic if asked) in the stored benchmark at
+        N, their times floored at the call cost; empty when none is stored or it cannot be read."""
         try:
             rows = self.cache.get_benchmark(
                 pk.key,
@@ -440,26 +441,17 @@ class Planner:
                 deterministic_only=pk.deterministic_only,
             )
         except (sqlite3.Error, CacheError):
-            return None
-        others = [
-            MicroBatch.from_perf(p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor))
+            return []
+        return [
+            p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor)
             for p in rows or []
-            if p.algo < algo_count and (p.algo, p.math_type) != (chosen.algo, chosen.math_type)
-            and math.isfinite(p.time_ms)
-        ]  # fmt: skip
-        if not others:
-            return None
-        best = min(others, key=lambda mb: (mb.time_ms, mb.workspace_bytes, mb.algo, mb.math_type))
-        return best if best.time_ms <= chosen.time_ms * (1.0 + close) else None
+            if p.algo < algo_count and math.isfinite(p.time_ms)
+        ]
 
     def _undivided_choice(self, pk: PlanKey, floor: float, algo_count: int) -> MicroBatch | None:
         """The undivided choice under ``pk`` as the planner makes it (the fastest single call at N within the limit,
         deterministic if asked), from the stored benchmark at N; None when there is none."""
-        try:
-            rows = self.cache.get_benchmark(pk.key, pk.backend_id, pk.batch) or []
-        except (sqlite3.Error, CacheError):
-            return None
-        rows = [p if p.time_ms >= floor else dataclasses.replace(p, time_ms=floor) for p in rows if p.algo < algo_count]
+        rows = self._single_calls(pk, floor, algo_count)
         undivided = BatchSizePolicy.UNDIVIDED
         chosen = _optimize(best_plan, rows, pk.batch, pk.workspace_limit_bytes, undivided, pk.deterministic_only)
         if chosen.plan is None or len(chosen.plan.micro_batches) != 1:

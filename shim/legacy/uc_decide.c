@@ -167,14 +167,14 @@ static uc_plan *exec_plan(const uc_call *c, size_t limit, int algo, int *det)
 static uc_verify *rival_check(const uc_call *c, uc_plan *p, size_t limit, int det, int check_it)
 {
     uc_verify *check = NULL;
-    if (check_it && p->count == 1 && p->rival && !p->verified && p->rival->workspace <= limit)
+    if (check_it && p->count == 1 && p->rival->workspace <= limit) /* check_it: a runner-up, not verified */
         return uc_verify_new_rival(p, det, limit);
     if (p->count > 1 && !uc_cfg_total_workspace() && uc_cfg_verify_samples() > 0) {
         uc_plan *base = get_plan_bucketed(c, limit, det, uc_cfg_policy_undivided(), NULL);
         if (base && base->count == 1) {
             float unknown = 0.0f;
             atomic_compare_exchange_strong(&p->base_ms, &unknown, base->time_ms);
-            if (check_it && !p->verified)
+            if (check_it)
                 check = uc_verify_new(p, base, det, limit);
         }
         uc_plan_release(base);
@@ -206,6 +206,7 @@ static uc_plan *decide(const uc_call *c, size_t limit, int algo, uc_exec_decisio
         if (q && q->verified) {
             uc_plan_release(p);
             p = q;
+            check_it = gets_checked(p); /* 0: a verified plan is settled */
         } else {
             uc_plan_release(q);
         }

@@ -51,10 +51,18 @@ def test_rows_that_ran_cudnns_own_call_are_counted_apart_from_slower(tmp_path: P
     [line] = report.summarise([tie, split, make_row("fast", 1, 2.0)])
     assert math.isclose(line.slower, 1 / 3) and (line.own_calls, line.own_calls_below) == (1, 1)
     assert math.isclose(line.geomean, (0.9 * 0.9 * 2.0) ** (1 / 3))
+    split.undivided_algo, split.verified = "FFT", True
+    split.undivided_times_ms, split.ucudnn_times_ms = [1.8, 1.7], [2.0, 2.0]
     text = report.summary_table([tie, split], title="T", elapsed_s=0, device="d", timing="m")
-    assert "below 0.95x with the same call on both sides (not counted as slower):" in text
-    assert "  tie fwd 1B powerOfTwo: 0.90x (repeats 0.85-0.95x): 1 x 8 ALGO_3 on both sides" in text, text
-    assert "  split fwd" not in text and max(len(x) for x in text.splitlines()) <= report.WIDTH
+    same, slow = text.split("below 0.95x with the same call on both sides (not counted as slower):")[1].split(
+        "below 0.95x running a plan of ucudnn's (counted as slower):"
+    )
+    assert "  tie fwd 1B powerOfTwo: 0.90x (repeats 0.85-0.95x): 1 x 8 ALGO_3 on both sides" in same, text
+    assert "split" not in same and "tie" not in slow and max(len(x) for x in text.splitlines()) <= report.WIDTH
+    assert (
+        "  split fwd 1B powerOfTwo: 0.90x (repeats 0.85-0.90x): 2 x 4 GEMM vs cuDNN alone's FFT; checked: plan kept"
+        in slow
+    )
     tie.micro_batches, tie.undivided_algo = [], "ALGO_3"  # passed through
     assert "passed through, ALGO_3 on both sides" in report.summary_table(
         [tie], title="T", elapsed_s=0, device="d", timing="m"
@@ -129,6 +137,7 @@ def test_host_times_and_checks_are_shown() -> None:
         "checked on real executions: 2 new micro-batched plan(s), 1 replaced by the undivided choice; 2 plan(s) of "
         "one call against a runner-up, 1 replaced by it (their rows time what won)"
     ) in " ".join(both.split())
+    assert max(len(line) for line in both.splitlines()) <= report.WIDTH
     notes = report.detail_table([single_kept, single_won])
     assert "checked against its runner-up: plan kept" in notes and "checked: plan replaced by its runner-up" in notes
 
