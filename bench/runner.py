@@ -568,6 +568,7 @@ class Runner:
         row.rejected_by_measurement = after.get("graph_rejected_by_measurement", 0) > before.get(
             "graph_rejected_by_measurement", 0
         )
+        row.runner_up = after.get("graph_runner_up_checks", 0) > before.get("graph_runner_up_checks", 0)
         if not resolved.get("convolution"):
             row.reason = f"the shim did not take the graph: {resolved.get('why_not')}"
 

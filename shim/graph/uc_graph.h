@@ -272,10 +272,11 @@ typedef struct uc_ggraph {
     int64_t full_workspace; /* the caller's plan's workspace, from the real library */
     int64_t workspace;      /* what the plan's workspace query answers once decided == 1 */
     uc_gparts main;         /* the plan: micro-batched, or one part */
-    uc_gparts alt;          /* the undivided choice it is checked against (no parts: none) */
+    uc_gparts alt;          /* the undivided choice it is checked against, or its runner-up (no parts: none) */
+    int runner_up;          /* alt is the runner-up of a plan of one engine: alt must win clearly to replace it */
     int trial_on;           /* main and alt are being timed against each other on real executions */
     uc_trial trial;
-    int use_alt;            /* the check kept the undivided choice */
+    int use_alt;            /* the check chose alt */
     size_t limit;           /* what the plan was made under (for the verdict the check reports) */
     int policy;
     int64_t offer_limit;    /* an offered variant's (UC_GLINK_VARIANT): what the framework could allocate; 0 none */

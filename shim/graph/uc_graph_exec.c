@@ -106,9 +106,31 @@ static int written(const uc_ggraph *g, int64_t uid)
 }
 
 typedef struct {
-    int done, kept, samples;
+    int done, kept, samples; /* kept: main stays */
     double main_ms, alt_ms;
 } verdict;
+
+/* The trial's verdict as main's and alt's: side a is the side that must win clearly -- a divided plan against the
+ * undivided choice, or a runner-up against the plan of one engine it would replace. Under g->lock. */
+static void settle(uc_ggraph *g, double a_ms, double b_ms, int samples, int a_won, verdict *v)
+{
+    int main_kept = g->runner_up ? !a_won : a_won;
+    *v = (verdict){1, main_kept, samples, g->runner_up ? b_ms : a_ms, g->runner_up ? a_ms : b_ms};
+    g->trial_on = 0;
+    g->use_alt = !main_kept;
+    UC_COUNT(graph_verified, 1);
+    UC_COUNT(graph_runner_up_checks, g->runner_up);
+    UC_COUNT(graph_runner_up_won, !main_kept && g->runner_up);
+    UC_COUNT(graph_rejected_by_measurement, !main_kept);
+    if (g->runner_up)
+        uc_log(UC_LOG_INFO, "graph plan %p: engine %" PRId64 " %.4g ms, its runner-up engine %" PRId64 " %.4g ms "
+               "(median of %d): the %s from now on", g->plan, g->main.engine[0], v->main_ms, g->alt.engine[0],
+               v->alt_ms, samples, main_kept ? "plan's engine" : "runner-up");
+    else
+        uc_log(UC_LOG_INFO, "graph plan %p: divided %.4g ms, undivided engine %" PRId64 " %.4g ms (median of "
+               "%d): the %s from now on", g->plan, v->main_ms, g->alt.engine[0], v->alt_ms, samples,
+               main_kept ? "divided plan" : "undivided engine");
+}
 
 /* Which plan runs this execution (*use_alt), and the trial slot it fills (-1: untimed); *v the check's outcome
  * when it ended at this call. Under g->lock. */
@@ -125,20 +147,12 @@ static int choose(uc_ggraph *g, int *use_alt, verdict *v)
         slot = uc_trial_begin(&g->trial, &side_b);
         if (slot == 0) /* a check starts at its plan's first timed execution (plans never run are not counted) */
             UC_COUNT(graph_checks_started, 1);
-        double main_ms, alt_ms;
-        int samples, kept;
-        if (slot < 0 && uc_trial_verdict(&g->trial, &main_ms, &alt_ms, &samples, &kept)) {
-            *v = (verdict){1, kept, samples, main_ms, alt_ms};
-            g->trial_on = 0;
-            g->use_alt = !kept;
-            UC_COUNT(graph_verified, 1);
-            if (!kept)
-                UC_COUNT(graph_rejected_by_measurement, 1);
-            uc_log(UC_LOG_INFO, "graph plan %p: divided %.4g ms, undivided engine %" PRId64 " %.4g ms (median of "
-                   "%d): the %s from now on", g->plan, main_ms, g->alt.engine[0], alt_ms, samples,
-                   kept ? "divided plan" : "undivided engine");
-        }
-        *use_alt = slot >= 0 ? side_b : g->use_alt;
+        double a_ms, b_ms;
+        int samples, a_won;
+        if (slot < 0 && uc_trial_verdict(&g->trial, &a_ms, &b_ms, &samples, &a_won))
+            settle(g, a_ms, b_ms, samples, a_won, v);
+        /* side b is alt for a divided plan, main against a runner-up (which must win clearly) */
+        *use_alt = slot >= 0 ? side_b != g->runner_up : g->use_alt;
         return slot;
     }
     *use_alt = g->use_alt;
@@ -175,17 +189,20 @@ static int rerunnable(const uc_ggraph *g, const bound_pack *b)
     return 1;
 }
 
-/* A deterministic caller's check cannot time the undivided choice: it ends now, for that choice. Under g->lock. */
-static void end_check_undivided(uc_ggraph *g, int slot)
+/* A deterministic caller's check cannot time alt: it ends now, for the undivided choice against a divided plan
+ * (never an unchecked split), for the plan against a runner-up (never an unchecked change of engine). Under
+ * g->lock. */
+static void end_check_untimed(uc_ggraph *g, int slot)
 {
     uc_trial_end(&g->trial, slot, NULL, 0);
     g->trial_on = 0;
-    g->use_alt = 1;
+    g->use_alt = !g->runner_up;
     UC_COUNT(graph_verified, 1);
-    UC_COUNT(graph_rejected_by_measurement, 1);
+    UC_COUNT(graph_runner_up_checks, g->runner_up);
+    UC_COUNT(graph_rejected_by_measurement, !g->runner_up);
     uc_log(UC_LOG_INFO, "graph plan %p: a deterministic caller's graph cannot run twice on its data (beta != 0 or an "
-           "output that is also an input), so the divided plan cannot be checked: the undivided engine from now on",
-           g->plan);
+           "output that is also an input), so %s from now on", g->plan, g->runner_up ? "the plan cannot be checked "
+           "against its runner-up: the plan's engine" : "the divided plan cannot be checked: the undivided engine");
 }
 
 int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnStatus_t *status)
@@ -213,7 +230,7 @@ int uc_gexec_run(uc_ggraph *g, cudnnHandle_t handle, void *variant_pack, cudnnSt
     /* A deterministic caller's results always come from the plan: its undivided rival runs first, then the plan. */
     int first = slot >= 0 && use_alt && !(g->notes & (1 << 4));
     if (first && !rerunnable(g, &b)) {
-        end_check_undivided(g, slot);
+        end_check_untimed(g, slot);
         slot = -1;
         first = 0;
     }

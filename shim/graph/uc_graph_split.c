@@ -31,10 +31,11 @@ static int bench_graph(const void *subject, int batch, size_t limit, ucudnn_perf
     return uc_gbench(subject, batch, limit, rows, cap, n);
 }
 
-/* The planner's plan for the graph kernel under `limit` into mbs (batch, algo = engine): 0 with *count, *time_ms
- * and *verified, 1 nothing fits, -1 no planner or an error. */
+/* The planner's plan for the graph kernel under `limit` into mbs (batch, algo = engine): 0 with *count, *time_ms,
+ * *verified and *rival (a plan of one engine's runner-up; batch 0: none), 1 nothing fits, -1 no planner or an
+ * error. */
 static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_count, int64_t quantum,
-                       ucudnn_micro_batch *mbs, int *count, float *time_ms, int *verified)
+                       ucudnn_micro_batch *mbs, int *count, float *time_ms, int *verified, ucudnn_micro_batch *rival)
 {
     int transient = 0, cap = (int)g->n;
     ucudnn_planner_fn planner = uc_get_planner(&transient);
@@ -57,11 +58,30 @@ static int ask_planner(const uc_ggraph *g, size_t limit, int policy, int algo_co
     *count = rep.count;
     *time_ms = rep.time_ms;
     *verified = rep.verified;
+    *rival = rep.count == 1 && !rep.verified ? rep.rival : (ucudnn_micro_batch){0};
     return 0;
 }
 
-/* The planner's plan for `policy` as parts: 0, 1 nothing fits, -1 no planner, an error or an unusable reply. */
-static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out, int *verified)
+/* The runner-up the planner named for its plan `main` of one engine, as parts in *out, checked as the legacy path
+ * checks a reply: one engine at the full N other than the plan's, one the shim can run within the limit (an
+ * engine the caller's notes admit). Anything else is said and ignored: the plan is then not checked. */
+static void build_runner_up(const uc_ggraph *g, const uc_gparts *main, const ucudnn_micro_batch *mb, int64_t count,
+                            size_t limit, uc_gparts *out)
+{
+    int64_t whole = g->n, engine = mb->algo;
+    if (main->nparts == 1 && mb->batch == g->n && mb->algo >= 0 && mb->algo < count && engine != main->engine[0] &&
+        uc_gparts_build(g, &whole, &engine, 1, limit, out, 0) == 0 && out->nparts == 1)
+        return;
+    uc_gparts_drop(out);
+    uc_log(UC_LOG_WARNING, "graph plan %p: the planner's runner-up (%d x engine %d) is not one the shim can run "
+           "beside its plan within %zu bytes; the plan is not checked against it", g->plan, mb->batch, mb->algo,
+           limit);
+}
+
+/* The planner's plan for `policy` as parts: 0, 1 nothing fits, -1 no planner, an error or an unusable reply. For
+ * a plan of one engine, the runner-up it is to be checked against as parts in *rival where one is named and the
+ * shim can run it within the limit (else none). */
+static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out, int *verified, uc_gparts *rival)
 {
     int64_t count = uc_gb_engine_count(g);
     if (count < 1 || count > INT_MAX)
@@ -71,8 +91,9 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
     int n = 0, rc = -1;
     float time_ms = 0;
     int64_t quantum = uc_gb_align_quantum(g);
+    ucudnn_micro_batch second = {0};
     if (mbs && size && engine)
-        rc = ask_planner(g, limit, policy, (int)count, quantum, mbs, &n, &time_ms, verified);
+        rc = ask_planner(g, limit, policy, (int)count, quantum, mbs, &n, &time_ms, verified, &second);
     for (int i = 0; rc == 0 && i < n; i++) {
         size[i] = mbs[i].batch;
         engine[i] = mbs[i].algo;
@@ -85,6 +106,8 @@ static int planned(const uc_ggraph *g, size_t limit, int policy, uc_gparts *out,
                "%zu bytes; it is not used", g->plan, n, limit);
         rc = -1;
     }
+    if (rc == 0 && rival && second.batch != 0)
+        build_runner_up(g, out, &second, count, limit, rival);
     free(mbs);
     free(size);
     free(engine);
@@ -135,7 +158,7 @@ static int stored_check(const uc_ggraph *g, const uc_gparts *main, const uc_gpar
 /* Decide for the plan, g->lock not held: g->deciding keeps other threads off (their calls run the caller's
  * plan meanwhile, which is correct: nothing was reported to them yet). */
 static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_gparts *alt, const char **source,
-                   int64_t *full_out, int *verified)
+                   int64_t *full_out, int *verified, int *runner_up)
 {
     const uc_real_table *r = uc_real();
     if (limit == UC_UNLIMITED || g->n < 2 || !g->nodes)
@@ -170,12 +193,14 @@ static void decide(uc_ggraph *g, size_t limit, int policy, uc_gparts *main, uc_g
         }
         return;
     }
-    int rc = planned(g, limit, policy, main, verified), alt_verified = 0;
+    int rc = planned(g, limit, policy, main, verified, alt), alt_verified = 0;
     if (rc == 0) {
         *source = "planner";
-        /* A plan the planner says already won a check (a verdict in the cache) is not checked again. */
+        /* A plan the planner says already won a check (a verdict in the cache) is not checked again. A plan of one
+         * engine is checked against the runner-up the planner named (alt), if any. */
+        *runner_up = main->nparts == 1 && alt->nparts == 1;
         if (main->nparts > 1 && !*verified &&
-            planned(g, limit, uc_cfg_policy_undivided(), alt, &alt_verified) != 0)
+            planned(g, limit, uc_cfg_policy_undivided(), alt, &alt_verified, NULL) != 0)
             memset(alt, 0, sizeof *alt);
     } else if (rc < 0) {
         *source = "fallback";
@@ -203,11 +228,11 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         uc_gparts main = {0}, alt = {0};
         const char *source = NULL;
         int64_t full = -1;
-        int verified = 0, policy = uc_cfg_policy();
+        int verified = 0, policy = uc_cfg_policy(), runner_up = 0;
         /* ucudnn's explicit limit; under auto the framework's plan is its limit: it runs as built -- unless it
          * is a variant the shim offered for what the framework could allocate (uc_graph_offer.c). */
         size_t limit = g->offer_limit ? (size_t)g->offer_limit : uc_cfg_exec_cap();
-        decide(g, limit, policy, &main, &alt, &source, &full, &verified);
+        decide(g, limit, policy, &main, &alt, &source, &full, &verified, &runner_up);
         pthread_mutex_lock(&g->lock);
         g->full_workspace = full;
         g->source = source;
@@ -217,7 +242,8 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
         g->workspace = main.workspace > alt.workspace ? main.workspace : alt.workspace;
         g->limit = limit;
         g->policy = policy;
-        g->trial_on = main.nparts > 1 && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
+        g->runner_up = runner_up;
+        g->trial_on = (main.nparts > 1 || runner_up) && alt.nparts && !verified && uc_trial_init(&g->trial) == 0;
         /* A framework that times the plans it may run (PyTorch's benchmark=True) times this one as divided: the
          * check's alternation starts after its first UC_CHECK_UNTIMED executions. */
         g->untimed = g->trial_on ? UC_CHECK_UNTIMED : 0;
@@ -230,7 +256,8 @@ int64_t uc_gsplit_workspace(uc_ggraph *g)
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", engine %" PRId64 ", %" PRId64 " bytes): %s plan of "
                    "%d part(s), first %" PRId64 " x engine %" PRId64 ", in %" PRId64 " bytes%s", g->plan, g->n,
                    g->engine, full, source, main.nparts, main.size[0], main.engine[0], g->workspace,
-                   checking ? "; checked against the undivided choice after two executions" : "");
+                   !checking ? "" : runner_up ? "; checked against its runner-up after two executions"
+                   : "; checked against the undivided choice after two executions");
         else if (full >= 0 && (uint64_t)full > limit && !g->offer_limit) {
             UC_COUNT(graph_over_limit, 1);
             uc_log(UC_LOG_INFO, "graph plan %p (N=%" PRId64 ", %" PRId64 " bytes): runs as built, over the limit of "

@@ -8,14 +8,19 @@ size, engine, alpha, beta, fused (forward: relu(conv + z_alpha * z + bias)), rep
 model_ms is the last one's, on the host backend's model clock), real_order / benchmark / capacity (PyTorch 2.11's
 order in either benchmark mode, see graph_driver.c's run_real), no_planner (register a planner that always fails,
 so the shim's fallback decides, as in a C host without its embedded planner), start_after (tests/_start.py's go file:
-the graph is built once it exists, so ranks started together plan at the same moment).
+the graph is built once it exists, so ranks started together plan at the same moment), skew ([engine, factor]: the
+planner's benchmarks report factor x that engine's measured time, so a plan can look faster than it runs, as
+UCUDNN_HOST_FIND_SKEW does for the legacy Find).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +28,7 @@ from tests._start import ready_then_wait
 from tests.host import _graph as G
 from ucudnn import bridge
 from ucudnn import testing as T
+from ucudnn.optimizer import AlgoPerf
 
 # Where a framework's buffers start: cudaMalloc returns 256-byte aligned memory (PyTorch's caching allocator 512).
 DEVICE_ALIGNMENT = 256
@@ -39,12 +45,25 @@ def device_like(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def skew_benchmarks(engine: int, factor: float) -> None:
+    """The planner's benchmarks (the shim's timings of the graph's engines) report ``factor`` x ``engine``'s time."""
+    measure = bridge.benchmark
+
+    def skewed(bench_ctx: Any, batch: int, capacity: int) -> list[AlgoPerf]:
+        return [dataclasses.replace(p, time_ms=p.time_ms * factor) if p.algo == engine and math.isfinite(p.time_ms)
+                else p for p in measure(bench_ctx, batch, capacity)]  # fmt: skip
+
+    bridge.benchmark = skewed
+
+
 def main() -> int:
     spec = json.loads(sys.argv[2])
     out = Path(sys.argv[3])
     if spec.get("no_planner") and bridge.shim_loaded():
         # A planner that always fails: the shim's fallback (a C host without its embedded planner) decides.
         bridge.set_planner(lambda request, reply: 2)
+    if spec.get("skew"):
+        skew_benchmarks(*spec["skew"])
     if spec.get("start_after"):
         ready_then_wait(spec["start_after"])
     driver = G.Driver(Path(sys.argv[1]))

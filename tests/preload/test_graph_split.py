@@ -331,3 +331,95 @@ def test_the_check_of_a_planned_split_is_stored_and_not_repeated(
     close(got2, expected)
     assert second["stats"]["graph_verified"] == 0, second["stats"]
     assert second["workspace"] == first["workspace"] and second["model_ms"] == pytest.approx(first["model_ms"])
+
+
+# ---- a plan of one engine against its runner-up ----
+
+# fwd at N = 16 under 5 MiB, the caller's engine FFT (9 MB): within the limit, engine 7 (FFT_TILING, 4,259,840 B)
+# runs 0.00670 ms and engine 2 (GEMM, 4,718,592 B) 0.00712 ms on the model clock, 6% apart. With GEMM's benchmark
+# skewed by 0.9 the planner sees GEMM 4.5% ahead: its plan is GEMM, FFT_TILING the runner-up.
+RUNNER_UP = {**BIG, "op": FWD, "engine": 4, "repeat": 11}  # 2 executions before the check, 8 in it, then the verdict
+RUNNER_UP_ENV = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "5MiB", "UCUDNN_VERIFY_SAMPLES": "3"}
+FFT_TILING, GEMM = 7, 2
+
+
+def engine_times(host_lib: Path, preload_lib: Path, tmp_path: Path) -> dict[int, float]:
+    """Each engine's model time at N: the caller's own plan of that engine, without the preload library."""
+    times = {}
+    for engine in (FFT_TILING, GEMM):
+        d = tmp_path / f"alone{engine}"
+        d.mkdir()
+        _, rep = run(host_lib, preload_lib, d, {**RUNNER_UP, "engine": engine}, None)
+        times[engine] = rep["model_ms"]
+    return times
+
+
+def test_a_plan_of_one_engine_misranked_by_its_benchmark_is_replaced_by_its_runner_up(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """The planner's plan is GEMM (its benchmark skewed), FFT_TILING its runner-up within 10%: the shim times the
+    two after the plan's first two executions, FFT_TILING wins every pair and runs from then on, with the results
+    of cuDNN's own plan; the verdict goes to the cache and a second process runs FFT_TILING unchecked. With
+    UCUDNN_VERIFY_CLOSE=0 GEMM runs every execution."""
+    times = engine_times(host_lib, preload_lib, tmp_path)
+    assert times[FFT_TILING] * 1.05 < times[GEMM] < times[FFT_TILING] * 1.1, times
+    spec = {**RUNNER_UP, "skew": [GEMM, 0.9]}
+    expected, plain = run(host_lib, preload_lib, tmp_path, RUNNER_UP, None)
+    assert plain["workspace"] > 5 << 20
+    got, first = run(host_lib, preload_lib, tmp_path, spec, RUNNER_UP_ENV)
+    close(got, expected)
+    stats = first["stats"]
+    assert stats["graph_checks_started"] == 1 and stats["graph_verified"] == 1, stats
+    assert stats["graph_runner_up_checks"] == 1 and stats["graph_runner_up_won"] == 1, stats
+    assert stats["graph_rejected_by_measurement"] == 1 and stats["graph_split_plans"] == 0, stats
+    assert first["model_ms"] == pytest.approx(times[FFT_TILING], rel=1e-9), (first, times)
+    # Room for both: the workspace query answers the larger of the two engines' workspaces, within the limit.
+    assert first["workspace"] == 4718592
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "cache.sqlite") as con:
+        query = "SELECT plan_json, undivided_json, kept FROM verdicts WHERE key LIKE 'graph;%'"
+        verdicts = con.execute(query).fetchall()
+    assert verdicts == [("[[16, 2, 0]]", "[[16, 7, 0]]", 0)], verdicts
+    got2, second = run(host_lib, preload_lib, tmp_path, spec, RUNNER_UP_ENV)
+    close(got2, expected)
+    assert second["stats"]["graph_checks_started"] == 0, second["stats"]
+    assert second["model_ms"] == pytest.approx(times[FFT_TILING], rel=1e-9)
+    off = tmp_path / "off"
+    off.mkdir()
+    _, unchecked = run(host_lib, preload_lib, off, spec, {**RUNNER_UP_ENV, "UCUDNN_VERIFY_CLOSE": "0"})
+    assert unchecked["stats"]["graph_checks_started"] == 0, unchecked["stats"]
+    assert unchecked["model_ms"] == pytest.approx(times[GEMM], rel=1e-9)
+
+
+def test_a_plan_of_one_engine_ranked_right_is_kept_against_its_runner_up(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """No skew: the plan is FFT_TILING, GEMM its runner-up; the check keeps FFT_TILING and a second process does not
+    check it again."""
+    times = engine_times(host_lib, preload_lib, tmp_path)
+    expected, _ = run(host_lib, preload_lib, tmp_path, RUNNER_UP, None)
+    got, first = run(host_lib, preload_lib, tmp_path, RUNNER_UP, RUNNER_UP_ENV)
+    close(got, expected)
+    stats = first["stats"]
+    assert stats["graph_runner_up_checks"] == 1 and stats["graph_runner_up_won"] == 0, stats
+    assert stats["graph_rejected_by_measurement"] == 0, stats
+    assert first["model_ms"] == pytest.approx(times[FFT_TILING], rel=1e-9)
+    _, second = run(host_lib, preload_lib, tmp_path, RUNNER_UP, RUNNER_UP_ENV)
+    assert second["stats"]["graph_checks_started"] == 0 and second["workspace"] == 4259840, second
+
+
+def test_a_deterministic_callers_graph_that_cannot_run_twice_keeps_the_plan_of_one_engine(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """beta = 1: the runner-up cannot be timed on the caller's data (a second run would accumulate twice), so its
+    check ends at the runner-up's first turn for the plan's engine -- never an unchecked change of engine -- and y
+    holds what eleven accumulations of the plan's engine give."""
+    spec = {**RUNNER_UP, "beta": 1.0, "skew": [GEMM, 0.9]}
+    expected, gemm = run(host_lib, preload_lib, tmp_path, {**spec, "engine": GEMM, "skew": None}, None)
+    got, rep = run(host_lib, preload_lib, tmp_path, spec, RUNNER_UP_ENV)
+    close(got, expected)
+    assert rep["model_ms"] == pytest.approx(gemm["model_ms"], rel=1e-9), (rep, gemm)
+    stats = rep["stats"]
+    assert stats["graph_verified"] == 1 and stats["graph_runner_up_checks"] == 1, stats
+    assert stats["graph_runner_up_won"] == 0 and stats["graph_rejected_by_measurement"] == 0, stats
