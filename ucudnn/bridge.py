@@ -144,11 +144,7 @@ def note_division(kernels: int, budget_bytes: int, workspace_bytes: int, time_ms
     """Tell the shim about a new Workspace Division (its stats show it). False when the loaded shim has no
     ``ucudnn_note_division`` (or is not loaded); ValueError for arguments it refuses."""
     status = lib.ucudnn_bridge_note_division(kernels, budget_bytes, workspace_bytes, time_ms)
-    if status == NO_SHIM:
-        return False
-    if status != 0:
-        raise ValueError(f"ucudnn: the preload library refused the division ({kernels}, {time_ms!r} ms)")
-    return True
+    return _noted(status, f"the division ({kernels}, {time_ms!r} ms)")
 
 
 def note_shared_benchmarks(read: int, taken_over: int, waited_s: float) -> bool:
@@ -157,10 +153,15 @@ def note_shared_benchmarks(read: int, taken_over: int, waited_s: float) -> bool:
     had claimed and this one measured after all, and the seconds waited. False when the loaded shim has no
     ``ucudnn_note_shared_benchmarks`` (or is not loaded); ValueError for arguments it refuses."""
     status = lib.ucudnn_bridge_note_shared_benchmarks(read, taken_over, waited_s * 1e3)
+    return _noted(status, f"the counts ({read}, {taken_over}, {waited_s!r} s)")
+
+
+def _noted(status: int, what: str) -> bool:
+    """A ``ucudnn_note_*`` call's status: True taken, False no shim (or one without it), ValueError refused."""
     if status == NO_SHIM:
         return False
     if status != 0:
-        raise ValueError(f"ucudnn: the preload library refused the counts ({read}, {taken_over}, {waited_s!r} s)")
+        raise ValueError(f"ucudnn: the preload library refused {what}")
     return True
 
 

@@ -337,3 +337,31 @@ def test_each_engine_is_measured_once_per_shape_and_size_in_a_process(run_client
     # Every measurement built a plan, and so did every micro-batch of the plans taken over; their time is counted.
     for run in (heuristics, benchmark):
         assert run.stats["graph_builds"] > run.stats["graph_benchmarks"] and run.stats["graph_build_ns"] > 0, run.stats
+
+
+@pytest.mark.parametrize("benchmark", [0, 1], ids=["heuristics", "benchmark"])
+def test_a_plan_of_one_engine_is_checked_against_its_runner_up(run_client: RunClient, benchmark: int) -> None:
+    """wgrad N = 16, 8 -> 32 channels at 16x16 under 1,703,936 bytes: PyTorch's first engine needs 2,637,824. Within
+    the limit two engines run 3% apart on the model clock (5.53 and 5.71 us) and a split gains nothing (every part
+    is a call): the planner's plan is the faster engine at N, with the other as its runner-up. In PyTorch's order
+    the shim times the two after the plan's first two executions and keeps the plan; the exit summary says so; a
+    second process plans from the stored verdict and checks nothing. Outputs are the undivided op's throughout."""
+    p = Problem("wgrad", n=16, c=8, k=32, hw=16)
+    inputs = Inputs.make(p)
+    limit = "1703936"
+    extra = ("--benchmark", str(benchmark), "--calls", "12")
+    alone = run_client("torch_v0", p, inputs, extra=extra)
+    assert alone.report["workspace"] > int(limit), alone.report
+    for process in (1, 2):
+        run = run_client("torch_v0", p, inputs, preload=True, limit=limit, extra=extra)
+        check_output(run, p, inputs)
+        s = run.stats
+        assert 0 < run.report["workspace"] <= int(limit) and s["graph_split_plans"] == 0, (run.report, s)
+        summary = next(ln for ln in run.stderr.splitlines() if "graph API:" in ln)
+        if process == 1:
+            assert s["graph_checks_started"] == s["graph_verified"] == s["graph_runner_up_checks"] == 1, s
+            assert s["graph_runner_up_won"] == s["graph_rejected_by_measurement"] == 0, s
+            assert "1 of one engine against its runner-up, 0 replaced by it" in summary, summary
+        else:
+            assert s["graph_checks_started"] == s["graph_runner_up_checks"] == 0, s
+            assert "runner-up" not in summary, summary
