@@ -221,13 +221,13 @@ static void summary_graph(uc_sb *s, unsigned long long gplans)
                        greplaced = atomic_load(&uc_stat.graph_rejected_by_measurement),
                        grunner = atomic_load(&uc_stat.graph_runner_up_checks),
                        gwon = atomic_load(&uc_stat.graph_runner_up_won);
-    if (gstarted)
+    if (gstarted) {
         uc_sb_printf(s, ", %llu checked (%llu replaced by the undivided engine", gended,
                      greplaced > gwon ? greplaced - gwon : 0);
-    if (gstarted && grunner)
-        uc_sb_printf(s, "; %llu of one engine against its runner-up, %llu replaced by it", grunner, gwon);
-    if (gstarted)
+        if (grunner)
+            uc_sb_printf(s, "; %llu of one engine against its runner-up, %llu replaced by it", grunner, gwon);
         uc_sb_printf(s, ")");
+    }
     if (gstarted > gended)
         uc_sb_printf(s, ", %llu still being checked at exit", gstarted - gended);
     unsigned long long gstored = atomic_load(&uc_stat.graph_stored_checks);

@@ -110,18 +110,24 @@ typedef struct {
     double main_ms, alt_ms;
 } verdict;
 
-/* The trial's verdict as main's and alt's: side a is the side that must win clearly -- a divided plan against the
- * undivided choice, or a runner-up against the plan of one engine it would replace. Under g->lock. */
-static void settle(uc_ggraph *g, double a_ms, double b_ms, int samples, int a_won, verdict *v)
+/* The check is over, main kept or replaced by alt: from now on one of them runs, counted. Under g->lock. */
+static void end_check(uc_ggraph *g, int main_kept)
 {
-    int main_kept = g->runner_up ? !a_won : a_won;
-    *v = (verdict){1, main_kept, samples, g->runner_up ? b_ms : a_ms, g->runner_up ? a_ms : b_ms};
     g->trial_on = 0;
     g->use_alt = !main_kept;
     UC_COUNT(graph_verified, 1);
     UC_COUNT(graph_runner_up_checks, g->runner_up);
     UC_COUNT(graph_runner_up_won, !main_kept && g->runner_up);
     UC_COUNT(graph_rejected_by_measurement, !main_kept);
+}
+
+/* The trial's verdict as main's and alt's: side a is the side that must win clearly -- a divided plan against the
+ * undivided choice, or a runner-up against the plan of one engine it would replace. Under g->lock. */
+static void settle(uc_ggraph *g, double a_ms, double b_ms, int samples, int a_won, verdict *v)
+{
+    int main_kept = g->runner_up ? !a_won : a_won;
+    *v = (verdict){1, main_kept, samples, g->runner_up ? b_ms : a_ms, g->runner_up ? a_ms : b_ms};
+    end_check(g, main_kept);
     if (g->runner_up)
         uc_log(UC_LOG_INFO, "graph plan %p: engine %" PRId64 " %.4g ms, its runner-up engine %" PRId64 " %.4g ms "
                "(median of %d): the %s from now on", g->plan, g->main.engine[0], v->main_ms, g->alt.engine[0],
@@ -195,11 +201,7 @@ static int rerunnable(const uc_ggraph *g, const bound_pack *b)
 static void end_check_untimed(uc_ggraph *g, int slot)
 {
     uc_trial_end(&g->trial, slot, NULL, 0);
-    g->trial_on = 0;
-    g->use_alt = !g->runner_up;
-    UC_COUNT(graph_verified, 1);
-    UC_COUNT(graph_runner_up_checks, g->runner_up);
-    UC_COUNT(graph_rejected_by_measurement, !g->runner_up);
+    end_check(g, g->runner_up);
     uc_log(UC_LOG_INFO, "graph plan %p: a deterministic caller's graph cannot run twice on its data (beta != 0 or an "
            "output that is also an input), so %s from now on", g->plan, g->runner_up ? "the plan cannot be checked "
            "against its runner-up: the plan's engine" : "the divided plan cannot be checked: the undivided engine");
