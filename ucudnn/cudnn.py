@@ -495,9 +495,10 @@ def preloaded_shim() -> ctypes.CDLL | None:
 class UnhookedCDLL(ctypes.CDLL):
     """A ``ctypes.CDLL`` whose functions are the library's own even under the preload library.
 
-    The preload library interposes ``dlsym`` (on x86-64), so ``ctypes.CDLL(libcudnn).cudnnConvolutionForward``
-    is its hook there, as it is for a framework that dlopens cuDNN. Lookups on this object go through
-    ``ucudnn_dlsym_unhooked`` instead when the preload library is loaded; elsewhere they are plain lookups.
+    The preload library interposes ``dlsym`` (on x86-64 and AArch64), so
+    ``ctypes.CDLL(libcudnn).cudnnConvolutionForward`` is its hook there, as it is for a framework that dlopens cuDNN.
+    Lookups on this object go through ``ucudnn_dlsym_unhooked`` instead when the preload library is loaded;
+    elsewhere they are plain lookups.
     """
 
     def __init__(self, name: str, mode: int = ctypes.DEFAULT_MODE) -> None:

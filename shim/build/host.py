@@ -29,7 +29,9 @@ def _openblas_license_files() -> list[Path]:
     return found
 
 
-def build(out_dir: Path) -> list[Path]:
+def build(out_dir: Path, blas_lib: Path | None = None) -> list[Path]:
+    """Build into ``out_dir``. ``blas_lib``: the libscipy_openblas.so to link and copy, for a build for another
+    target (tests/preload/test_aarch64.py builds for AArch64 with that target's wheel); default the installed one."""
     sources = sorted((SHIM / "host").rglob("*.c"))
     if not sources:
         return []
@@ -38,7 +40,7 @@ def build(out_dir: Path) -> list[Path]:
     # a regular install, an editable install and a build tree, with no system BLAS.
     blas = out_dir / "libscipy_openblas.so"
     tmp = out_dir / ".libscipy_openblas.so.tmp"
-    shutil.copy2(_openblas_lib(), tmp)
+    shutil.copy2(blas_lib or _openblas_lib(), tmp)
     os.replace(tmp, blas)  # never rewrite a library another process has mapped
     # The copied BLAS is redistributed with the package, so its licence travels with it.
     notices = _openblas_license_files()

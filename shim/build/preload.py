@@ -6,9 +6,10 @@ Two files are generated into a scratch directory for each build, never into the 
   it imports only the standard library), so the shim parses exactly what Python parses;
 * ``libucudnn.map``: the linker version script. It exports, unversioned (an anonymous version node, because a
   private version would stop the hooks from satisfying ``cudnn...@libcudnn.so.9`` references, and the dlsym
-  interposer from satisfying ``dlsym@GLIBC_2.2.5``/``@GLIBC_2.34``), exactly the ``UC_EXEC``/``UC_QUERY``/
-  ``UC_BACKEND`` names of ``shim/hooks.def``, its ``UC_LIBC`` names where the target has their assembly entry
-  (``dlsym``: x86-64), and the ``ucudnn_*`` functions of the public header and the debug header.
+  interposer from satisfying ``dlsym@GLIBC_2.2.5`` (AArch64: ``@GLIBC_2.17``) and ``@GLIBC_2.34``), exactly the
+  ``UC_EXEC``/``UC_QUERY``/``UC_BACKEND`` names of ``shim/hooks.def``, its ``UC_LIBC`` names where the target has
+  their assembly entry (``dlsym``: x86-64 and AArch64), and the ``ucudnn_*`` functions of the public header and the
+  debug header.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def libc_names() -> list[str]:
 
 # Targets whose UC_LIBC functions have an assembly entry in shim/control/uc_dlsym.c (a true tail jump): elsewhere
 # they are neither defined nor exported.
-INTERPOSING_TARGETS = ("x86_64-",)
+INTERPOSING_TARGETS = ("x86_64-", "aarch64-")
 
 
 def target_triplet() -> str:

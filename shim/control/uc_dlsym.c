@@ -18,8 +18,8 @@
  * library, which is glibc's unless another interposer was preloaded after us. An unversioned export interposes
  * callers bound to either version. dlvsym itself is not interposed.
  *
- * Only x86-64 has the assembly entry; elsewhere dlsym is not exported (a C wrapper would make itself the caller
- * of every RTLD_NEXT lookup) and frameworks that dlopen cuDNN are not reached.
+ * x86-64 and AArch64 have the assembly entry; elsewhere dlsym is not exported (a C wrapper would make itself the
+ * caller of every RTLD_NEXT lookup) and frameworks that dlopen cuDNN are not reached.
  */
 #include <dlfcn.h>
 #include <string.h>
@@ -235,6 +235,47 @@ __asm__(".pushsection .text\n"
         "    popq %rdi\n"
         ".cfi_adjust_cfa_offset -8\n"
         "    jmp *%r11\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n"
+        ".popsection\n");
+#elif defined(__aarch64__)
+/*
+ * The same on AArch64, where the return address is in x30: the entry saves x29/x30 and the arguments, asks
+ * uc_dlsym_route, restores x30 and either returns its answer or restores x0 and x1 and branches to the real dlsym
+ * through x16, so that glibc's dlsym reads the original caller in x30. hint #34 is BTI c (a valid target of BLR,
+ * and of BR through x16/x17 as a PLT makes); hint #25/#29 are PACIASP/AUTIASP, signing x30 while it is on the
+ * stack. Each is a no-op on CPUs without the feature.
+ */
+__asm__(".pushsection .text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        ".p2align 4\n"
+        "dlsym:\n"
+        ".cfi_startproc\n"
+        "    hint #34\n"
+        "    hint #25\n"
+        ".cfi_negate_ra_state\n"
+        "    stp x29, x30, [sp, #-48]!\n"
+        ".cfi_def_cfa_offset 48\n"
+        ".cfi_offset 29, -48\n"
+        ".cfi_offset 30, -40\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    add x2, sp, #32\n" /* the answer's slot */
+        "    bl uc_dlsym_route\n"
+        "    mov x16, x0\n" /* the real dlsym, or 0: the answer is in its slot */
+        "    ldp x0, x1, [sp, #16]\n"
+        "    cbnz x16, 1f\n"
+        "    ldr x0, [sp, #32]\n"
+        "1:  ldp x29, x30, [sp], #48\n"
+        ".cfi_def_cfa_offset 0\n"
+        ".cfi_restore 29\n"
+        ".cfi_restore 30\n"
+        "    hint #29\n"
+        ".cfi_negate_ra_state\n"
+        "    cbz x16, 2f\n"
+        "    br x16\n"
+        "2:  ret\n"
         ".cfi_endproc\n"
         ".size dlsym, .-dlsym\n"
         ".popsection\n");

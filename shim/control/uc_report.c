@@ -330,8 +330,8 @@ static void at_exit_status(int status, void *arg)
     if (status == 0 && calls_seen() == 0 && run_pid && run_pid == (size_t)getpid() && convolutions_possible())
         uc_log(UC_LOG_WARNING, "no cuDNN convolution call reached the preload library in this program (pid %ld), "
                "which loaded a cuDNN or CUDA library; child processes report their own. A statically linked cuDNN"
-#if !defined(__x86_64__)
-               ", a framework that dlopens cuDNN (JAX, TensorFlow, ONNX Runtime, Paddle: reached on x86-64 only)"
+#if !defined(__x86_64__) && !defined(__aarch64__)
+               ", a framework that dlopens cuDNN (JAX, TensorFlow, ONNX Runtime, Paddle: reached on x86-64 and AArch64)"
 #endif
                " or functions taken with dlvsym cannot be seen: see the README, \"When ucudnn sees nothing\"",
                (long)getpid());

@@ -55,8 +55,11 @@ def host_lib() -> Path:
     return _require(_paths.HOST_CUDNN, "the host backend libcudnn.so.9")
 
 
-def compile_c(*sources: Path, output: Path, link_cudnn: bool, extra: tuple[str, ...] = ()) -> Path:
-    cc = os.environ.get("CC", "cc")
+def compile_c(
+    *sources: Path, output: Path, link_cudnn: bool, extra: tuple[str, ...] = (), cc: str | None = None
+) -> Path:
+    """Compile and link ``sources`` into ``output`` with $CC (else cc), or ``cc`` (a cross compiler)."""
+    cc = cc or os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}) to build {sources[0].name}: install one (apt-get install gcc) or set CC")
     cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE)]

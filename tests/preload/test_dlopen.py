@@ -7,10 +7,11 @@ RTLD_LOCAL (through their DT_RPATH, as XLA's plugin finds the wheel's copy) and 
 TensorFlow. c/framework_driver.c runs one convolution through the legacy API and as a graph; each is run without
 and with ``LD_PRELOAD=libucudnn.so``, the outputs compared and the stats read. c/dlsym_probe.c checks what the
 interposer must leave alone: ``dlsym(RTLD_NEXT, ...)`` issued by other libraries (with the preload library built
-at -O0 too), callers bound to ``dlsym@GLIBC_2.2.5`` and ``@GLIBC_2.34``, threads, and lookups made before the
-preload library's constructors ran. A stand-in of cuDNN 9's front library, which dlsyms the same names in a
-sub-library, checks that the dispatcher's own lookups are never redirected. c/dlclose_reopen.c unloads cuDNN and
-loads it again between convolutions.
+at -O0 too), callers bound to ``dlsym@GLIBC_2.2.5`` (AArch64: ``@GLIBC_2.17``) and ``@GLIBC_2.34``, threads, and
+lookups made before the preload library's constructors ran. A stand-in of cuDNN 9's front library, which dlsyms
+the same names in a sub-library, checks that the dispatcher's own lookups are never redirected.
+c/dlclose_reopen.c unloads cuDNN and loads it again between convolutions. test_aarch64.py runs the probe and a
+framework like these on AArch64, under qemu-user.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests._elf import needed
 from tests._env import project_pythonpath
 from ucudnn import _paths
 
+from ._dlsym_probe import build_probe, check_probe, rpath
 from .conftest import C_DIR, ROOT, assert_close, base_env, compile_c, preload_build
 
 HOST_DIR = ROOT / "tests" / "host"
@@ -38,7 +40,7 @@ SHIM = ROOT / "shim"
 
 pytestmark = pytest.mark.skipif(
     not preload_build().interposes_libc(),
-    reason=f"the preload library interposes dlsym on x86-64 only (this is {platform.machine()})",
+    reason=f"the preload library interposes dlsym on x86-64 and AArch64 only (this is {platform.machine()})",
 )
 
 # A layer whose fastest forward/backward-data algorithm at N=16 needs more workspace than the limit, which fits it
@@ -49,11 +51,6 @@ LIMIT = {"UCUDNN_DEFAULT_WORKSPACE_LIMIT": "2500KiB"}
 HOOKED_LOOKUPS = 9
 FRAMEWORK_SOURCES = (C_DIR / "framework_driver.c", C_DIR / "driver_common.c", C_DIR / "cudnn_dlopen.c")
 INCLUDES = ("-I", str(C_DIR), "-I", str(HOST_DIR), "-I", str(SHIM))
-
-
-def rpath(*dirs: Path) -> str:
-    """DT_RPATH (not RUNPATH), as XLA's plugin has: it also governs the dlopen calls the object makes."""
-    return "-Wl,--disable-new-dtags,-rpath," + ":".join(str(d) for d in dirs)
 
 
 @dataclass(frozen=True)
@@ -215,20 +212,7 @@ def test_ctypes_lookups_on_cudnn_are_hooked_and_unhooked_cdll_is_not(tmp_path: P
 
 @pytest.fixture(scope="session")
 def probe(host_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dlsym_probe")
-    shared = ("-fPIC", "-shared")
-    compile_c(C_DIR / "dlsym_counter.c", output=out / "libdlsym_counter.so", link_cudnn=False, extra=shared)
-    compile_c(C_DIR / "dlsym_next.c", output=out / "libnext_a.so", link_cudnn=False, extra=(*shared, '-DWHO="a"'))
-    compile_c(C_DIR / "dlsym_next.c", output=out / "libnext_b.so", link_cudnn=False, extra=(*shared, '-DWHO="b"'))
-    compile_c(C_DIR / "dlsym_early.c", output=out / "libearly.so", link_cudnn=False,
-              extra=(*shared, rpath(host_lib.parent)))  # fmt: skip
-    program = compile_c(C_DIR / "dlsym_probe.c", output=out / "dlsym_probe", link_cudnn=False,
-                        extra=(f"-L{out}", "-Wl,--no-as-needed", "-l:libnext_a.so", "-l:libnext_b.so",
-                               "-l:libearly.so", rpath(out, host_lib.parent)))  # fmt: skip
-    syms = subprocess.run(["readelf", "--dyn-syms", "-W", str(program)], check=True, capture_output=True,
-                          text=True).stdout  # fmt: skip
-    assert "dlsym@GLIBC_2.2.5" in syms and "dlsym@GLIBC_2.34" in syms, "the probe must bind both versions"
-    return program
+    return build_probe(tmp_path_factory.mktemp("dlsym_probe"), host_lib.parent)
 
 
 @pytest.fixture(scope="session")
@@ -248,23 +232,7 @@ def test_rtld_next_versions_threads_and_early_lookups(probe: Path, preload_o0: P
         env["LD_PRELOAD"] += f" {probe.with_name('libdlsym_counter.so')}"
     proc = subprocess.run([str(probe), "8", "2000"], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    r = json.loads(proc.stdout)
-    if preload == "chained":
-        assert r["chained"] > 8 * 2000, r  # at least the threads' unhooked and RTLD_NEXT lookups
-    else:
-        assert r["chained"] == -1
-        assert r["next"] == "b"  # libnext_a's RTLD_NEXT lookup found what follows libnext_a
-    hooked = "cudnn" if preload == "none" else "hook"
-    for answers in (r["v2_2_5"], r["v2_34"], r["threads"]["answers"], r["early"]["answers"]):
-        assert answers == [hooked, "cudnn"], r
-    assert r["threads"]["mismatches"] == 0
-    assert r["early"]["status"] == 2000  # the real library's refusal of NULL arguments, hooked or not
-    if preload == "none":
-        assert r["early"]["before_constructors"] == -1 and "stats" not in r
-    else:
-        # The constructor's lookup came before the preload library's constructors, and its call reached the hook.
-        assert r["early"]["before_constructors"] == 1 and r["stats"]["calls"] == 1, r
-        assert r["stats"]["dlsym_hooked"] == 4 + 8 * 2000 * 2, r["stats"]
+    check_probe(json.loads(proc.stdout), preload)
 
 
 def test_a_framework_that_unloads_cudnn_and_loads_it_again(host_lib: Path, tmp_path: Path) -> None:

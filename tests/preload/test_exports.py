@@ -50,13 +50,14 @@ def test_no_version_definitions_and_only_libc(preload_lib: Path) -> None:
 
 
 def test_dlsym_is_exported_unversioned_where_it_has_an_entry(preload_lib: Path) -> None:
-    """x86-64: dlsym is exported without a version (so it interposes dlsym@GLIBC_2.2.5 and @GLIBC_2.34 alike), and
-    the library never calls it itself -- no relocation names it: its own lookups use the real dlsym. Elsewhere it is
-    not exported at all (no assembly entry: a C wrapper would become the caller of other libraries' RTLD_NEXT)."""
+    """x86-64 and AArch64: dlsym is exported without a version (so it interposes dlsym@GLIBC_2.2.5, AArch64's
+    @GLIBC_2.17, and @GLIBC_2.34 alike), and the library never calls it itself -- no relocation names it: its own
+    lookups use the real dlsym. Elsewhere it is not exported at all (no assembly entry: a C wrapper would become the
+    caller of other libraries' RTLD_NEXT). test_aarch64.py checks an AArch64 build on this machine."""
     exported = exports(preload_lib)
     relocs = readelf(preload_lib, "-r", "-W")
     assert not re.search(r"\sdlsym(@\S*)?\s", relocs), "the library calls its own exported dlsym"
-    if platform.machine() in ("x86_64", "AMD64"):
+    if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
         assert "dlsym" in exported and _preload_build().interposes_libc()
     else:
         assert "dlsym" not in exported

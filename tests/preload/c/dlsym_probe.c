@@ -3,8 +3,9 @@
  * The program links libnext_a.so, libnext_b.so (dlsym_next.c) and libearly.so (dlsym_early.c), and dlopens
  * libcudnn.so.9 RTLD_LOCAL through its DT_RPATH. It reports:
  *   next:     what libnext_a's dlsym(RTLD_NEXT, "probe_where") found ("b" is right: after the caller, libnext_a);
- *   v2_2_5, v2_34: cudnnConvolutionForward (hooked) and cudnnCreate (not) looked up on cuDNN's handle through
- *             references bound to dlsym@GLIBC_2.2.5 (binaries built before glibc 2.34) and dlsym@GLIBC_2.34;
+ *   old, v2_34: cudnnConvolutionForward (hooked) and cudnnCreate (not) looked up on cuDNN's handle through
+ *             references bound to dlsym's first version (binaries built before glibc 2.34: GLIBC_2.2.5 on x86-64,
+ *             GLIBC_2.17 on AArch64) and dlsym@GLIBC_2.34;
  *   threads:  THREADS threads (argument 1, 8) each making ITERS rounds (argument 2, 2000) of those lookups and the
  *             RTLD_NEXT one at once; the answers that differed from the main thread's (0 is right);
  *   early:    what libearly's constructor got before the preload library's constructors ran, the status of a call
@@ -13,7 +14,8 @@
  *   chained:  the lookups another dlsym interposer preloaded after this one saw (dlsym_counter.c), -1 without it;
  *   stats:    the preload library's counters, when it is loaded.
  * Answers are "hook" (they lie in the object exporting ucudnn_version: the preload library), "cudnn" (in the
- * dlopened library), "null" or "other". Prints one JSON object. x86-64 with glibc >= 2.34 (the versioned references).
+ * dlopened library), "null" or "other". Prints one JSON object. x86-64 or AArch64 with glibc >= 2.34 (the versioned
+ * references).
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -25,9 +27,14 @@
 const char *probe_next_from_a(void);
 void *probe_early(int hooked);
 
-void *dlsym_v2_2_5(void *handle, const char *name);
+#if defined(__aarch64__)
+#define DLSYM_OLD "GLIBC_2.17"
+#else
+#define DLSYM_OLD "GLIBC_2.2.5"
+#endif
+void *dlsym_old(void *handle, const char *name);
 void *dlsym_v2_34(void *handle, const char *name);
-__asm__(".symver dlsym_v2_2_5, dlsym@GLIBC_2.2.5");
+__asm__(".symver dlsym_old, dlsym@" DLSYM_OLD);
 __asm__(".symver dlsym_v2_34, dlsym@GLIBC_2.34");
 
 static void *cudnn;
@@ -55,7 +62,7 @@ static void *worker(void *arg)
     long bad = 0;
     for (int i = 0; i < iters; i++) {
         bad += dlsym(cudnn, "cudnnConvolutionForward") != expect_hooked;
-        bad += dlsym_v2_2_5(cudnn, "cudnnConvolutionForward") != expect_hooked;
+        bad += dlsym_old(cudnn, "cudnnConvolutionForward") != expect_hooked;
         bad += dlsym(cudnn, "cudnnCreate") != expect_unhooked;
         bad += strcmp(probe_next_from_a(), expect_next) != 0;
     }
@@ -83,8 +90,8 @@ int main(int argc, char **argv)
 
     expect_next = probe_next_from_a();
     printf("{\"next\":\"%s\"", expect_next);
-    printf(",\"v2_2_5\":[\"%s\",\"%s\"]", kind(dlsym_v2_2_5(cudnn, "cudnnConvolutionForward")),
-           kind(dlsym_v2_2_5(cudnn, "cudnnCreate")));
+    printf(",\"old\":[\"%s\",\"%s\"]", kind(dlsym_old(cudnn, "cudnnConvolutionForward")),
+           kind(dlsym_old(cudnn, "cudnnCreate")));
     printf(",\"v2_34\":[\"%s\",\"%s\"]", kind(dlsym_v2_34(cudnn, "cudnnConvolutionForward")),
            kind(dlsym_v2_34(cudnn, "cudnnCreate")));
 
