@@ -21,12 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL_CLIENTS_VAR = "UCUDNN_TEST_REAL_CLIENTS"
 
 
-def real_client_missing(reason: str) -> NoReturn:
-    """Skip a test whose real client is not installed, saying what to install; fail instead where
-    UCUDNN_TEST_REAL_CLIENTS=required, so that CI never counts an absent client as a skip."""
-    if os.environ.get(REAL_CLIENTS_VAR) == "required":
-        pytest.fail(f"{reason} ({REAL_CLIENTS_VAR}=required)", pytrace=False)
+def missing(reason: str, required_by: str) -> NoReturn:
+    """Skip a test whose tools are not installed, saying what to install; fail instead where the variable
+    ``required_by`` is ``required`` (CI sets it), so that CI never counts an absent tool as a skip."""
+    if os.environ.get(required_by) == "required":
+        pytest.fail(f"{reason} ({required_by}=required)", pytrace=False)
     pytest.skip(reason)
+
+
+def real_client_missing(reason: str) -> NoReturn:
+    """``missing`` for a real client (NVIDIA's libraries and headers, cudnn_frontend, a framework)."""
+    missing(reason, REAL_CLIENTS_VAR)
 
 
 def project_pythonpath(env: Mapping[str, str]) -> str:

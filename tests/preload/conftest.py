@@ -176,6 +176,12 @@ def run_driver(conv_driver: Path, preload_lib: Path, tmp_path: Path) -> RunDrive
     return run
 
 
+def last_json(stdout: str) -> dict[str, Any]:
+    """The last line of a driver program's stdout that is a JSON object: its report."""
+    report: dict[str, Any] = json.loads([ln for ln in stdout.splitlines() if ln.startswith("{")][-1])
+    return report
+
+
 def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
     """|a - e| <= tol * max(1, |e|) elementwise, tol from TOLERANCE."""
     assert actual.shape == expected.shape

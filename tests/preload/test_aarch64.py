@@ -33,15 +33,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from tests._elf import needed, readelf
+from tests._env import missing
 
 from ._dlsym_probe import build_probe, check_probe, rpath
-from .conftest import C_DIR, ROOT, assert_close, base_env, compile_c, preload_build
+from .conftest import C_DIR, ROOT, assert_close, base_env, compile_c, last_json, preload_build
 
 CC = os.environ.get("UCUDNN_TEST_AARCH64_CC", "aarch64-linux-gnu-gcc")
 SYSROOT = Path(os.environ.get("UCUDNN_TEST_AARCH64_SYSROOT", "/usr/aarch64-linux-gnu"))
@@ -83,12 +83,6 @@ class Cross:
     bin: Path  # where the test programs go
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get(REQUIRED_VAR) == "required":
-        pytest.fail(f"{reason} ({REQUIRED_VAR}=required)", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def cross(tmp_path_factory: pytest.TempPathFactory) -> Cross:
     if platform.machine() == "aarch64":
@@ -104,8 +98,7 @@ def cross(tmp_path_factory: pytest.TempPathFactory) -> Cross:
     }
     lacking = [what for what, ok in wanted.items() if not ok]
     if lacking or qemu is None:
-        _missing(f"the AArch64 tier needs {', '.join(lacking)}: `bash .ci/aarch64` installs them")
-        raise AssertionError  # unreachable: _missing skips or fails
+        missing(f"the AArch64 tier needs {', '.join(lacking)}: `bash .ci/aarch64` installs them", REQUIRED_VAR)
     out = tmp_path_factory.mktemp("aarch64")
     proc = subprocess.run([sys.executable, "-c", BUILD, str(ROOT / "shim" / "build"), str(out), str(BLAS)],
                           env={**os.environ, "CC": CC}, capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -125,11 +118,6 @@ def run_aarch64(cross: Cross, program: Path, args: list[str], *, preload: str = 
                           text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, f"{program.name} {args}: rc={proc.returncode}\n{proc.stderr[-4000:]}"
     return proc
-
-
-def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
-    return report
 
 
 def test_the_aarch64_library_exports_dlsym_unversioned_and_needs_only_libc(cross: Cross) -> None:
@@ -195,7 +183,7 @@ def test_a_framework_that_dlopens_cudnn_is_seen_on_aarch64(cross: Cross, xla_pro
         out = tmp_path / ("under" if under else "alone")
         preload, settings = (str(cross.preload), {**env, **LIMIT}) if under else ("", env)
         proc = run_aarch64(cross, xla_program, [f"op={op}", *LAYER, f"out={out}"], preload=preload, env=settings)
-        reports[under] = last_json(proc)
+        reports[under] = last_json(proc.stdout)
         assert reports[under]["failures"] == 0 and reports[under]["graph"]["status"] == 0, reports[under]
         outs[under] = [np.fromfile(f"{out}.{part}", dtype=np.float32) for part in ("legacy", "graph")]
     for got, ref in zip(outs[True], outs[False], strict=True):
@@ -231,14 +219,13 @@ def test_a_linked_framework_is_micro_batched_on_aarch64(cross: Cross, conv_drive
                                                        plan: str, extra: list[str]) -> None:  # fmt: skip
     """conv_driver.c linked against cuDNN (as PyTorch links it), its convolution run in the micro-batches of a fixed
     C planner."""
-    program = conv_driver
     args = [f"op={op}", "n=8", "ws=4000000", *extra]
-    alone = run_aarch64(cross, program, [*args, f"out={tmp_path / 'alone'}"])
+    alone = run_aarch64(cross, conv_driver, [*args, f"out={tmp_path / 'alone'}"])
     cache = {"UCUDNN_DATABASE": str(tmp_path / "cache.sqlite")}
-    under = run_aarch64(cross, program, [*args, "planner=fixed", f"plan={plan}", f"out={tmp_path / 'under'}"],
+    under = run_aarch64(cross, conv_driver, [*args, "planner=fixed", f"plan={plan}", f"out={tmp_path / 'under'}"],
                         preload=str(cross.preload), env=cache)  # fmt: skip
-    assert "stats" not in last_json(alone)
-    report = last_json(under)
+    assert "stats" not in last_json(alone.stdout)
+    report = last_json(under.stdout)
     s = report["stats"]
     assert s["calls"] == 1 and s["planned"] == 1 and s["rejected_plans"] == 0, s
     assert s["micro_batches"] == plan.count(",") + 1, s

@@ -33,7 +33,7 @@ from tests._env import project_pythonpath
 from ucudnn import _paths
 
 from ._dlsym_probe import build_probe, check_probe, rpath
-from .conftest import C_DIR, ROOT, assert_close, base_env, compile_c, preload_build
+from .conftest import C_DIR, ROOT, assert_close, base_env, compile_c, last_json, preload_build
 
 HOST_DIR = ROOT / "tests" / "host"
 SHIM = ROOT / "shim"
@@ -113,7 +113,7 @@ def run(tmp_path: Path, command: list[str], args: list[str], *, preload: bool, e
         full.update(env or {})
     proc = subprocess.run([*command, *args, f"out={out}"], env=full, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
-    report: dict[str, Any] = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    report = last_json(proc.stdout)
     assert report["failures"] == 0 and report["graph"]["status"] == 0, report
     legacy, graph = (np.fromfile(f"{out}.{part}", dtype=np.float32) for part in ("legacy", "graph"))
     return Outcome(report, proc.stderr, legacy, graph)
