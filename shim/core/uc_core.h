@@ -201,7 +201,15 @@ void *uc_callers_own(const char *name, const void *caller);
  */
 extern __thread int uc_guard __attribute__((tls_model("initial-exec")));
 
-enum uc_status_kind { UC_ST_NOT_INITIALIZED, UC_ST_BAD_PARAM, UC_ST_NOT_SUPPORTED, UC_ST_INTERNAL, UC_ST_ALLOC };
+enum uc_status_kind {
+    UC_ST_NOT_INITIALIZED,
+    UC_ST_BAD_PARAM,
+    UC_ST_BAD_ATTRIBUTE_TYPE,
+    UC_ST_BAD_NULL_POINTER,
+    UC_ST_NOT_SUPPORTED,
+    UC_ST_INTERNAL,
+    UC_ST_ALLOC
+};
 /* Destroy a tensor descriptor of the real library's (NULL: nothing). */
 void uc_tensor_destroy(cudnnTensorDescriptor_t desc);
 /* A status the shim produces itself, in the numbering of the library it forwards to (cuDNN 8 or 9). */

@@ -141,6 +141,9 @@ enum {
  * micro-batched variant of the configuration before it. INT64s: what the framework could allocate then, and
  * whether it asked for determinism. */
 #define UC_GLINK_VARIANT (-2)
+/* A pseudo attribute of a knob choice descriptor the shim filled itself, the variant's own knob (uc_graph_offer.c):
+ * INT64s, its knob type and value, which the shim answers in place of cuDNN. */
+#define UC_GLINK_KNOB (-3)
 
 typedef struct uc_gval uc_gval;
 
@@ -344,6 +347,17 @@ cudnnStatus_t uc_goffer_results(void *heur, int64_t requested, int64_t *count, v
 void uc_goffer_forget(void *heur);
 /* Whether a recorded engine configuration is an offered variant. */
 int uc_goffer_is_variant(void *cfg);
+/* A variant's knob choices (ENGINECFG_KNOB_CHOICES) as the real library answered them: one more, the variant's own
+ * knob, in the next caller descriptor where there is room (and in a count query). */
+void uc_goffer_knobs(void *cfg, int64_t requested, int64_t *count, void *const *elems);
+/* A read of a knob choice descriptor: 1 where it holds the variant's own knob (answered here, *st its status),
+ * else 0 (the real library answers). */
+int uc_goffer_knob_read(void *knob, int name, int type, int64_t requested, int64_t *count, void *elems,
+                        cudnnStatus_t *st);
+/* A client sets an engine configuration's knob choices: where one holds the variant's value (a pair read from a
+ * variant, built again), 1: the others set through the real library (*st its status), the configuration recorded
+ * and marked a variant under what the framework can allocate now. Else 0: the caller passes the call through. */
+int uc_goffer_set_knobs(void *cfg, int64_t n, void *const *knobs, cudnnStatus_t *st);
 /* An offered variant's plan within `limit`: the rival (alt), the first engine the framework lists (INSTANT, then
  * FALLBACK heuristics) and would run that fits undivided; and the first admitted engine, the variant's own, then
  * those ranked above the rival, whose uniform split fits (main). No main: both empty. */

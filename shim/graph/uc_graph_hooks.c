@@ -117,6 +117,11 @@ cudnnStatus_t uc_hook_cudnnBackendInitialize(void *descriptor)
 cudnnStatus_t uc_hook_cudnnBackendSetAttribute(void *descriptor, int attributeName, int attributeType,
                                                int64_t elementCount, const void *arrayOfElements)
 {
+    cudnnStatus_t knob_st;
+    if (attributeName == UC_A_ENGINECFG_KNOB_CHOICES && attributeType == UC_AT_BACKEND_DESCRIPTOR &&
+        uc_grec_type(descriptor) == UC_BK_ENGINECFG &&
+        uc_goffer_set_knobs(descriptor, elementCount, (void *const *)arrayOfElements, &knob_st))
+        return knob_st; /* a variant's engine and knobs, built again */
     uc_guard++;
     cudnnStatus_t st = uc_real()->cudnnBackendSetAttribute(descriptor, attributeName, attributeType, elementCount,
                                                            arrayOfElements);
@@ -170,6 +175,10 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
 {
     int64_t variant_at = -1, variant_mark[2] = {0, 0};
     cudnnStatus_t st;
+    if ((attributeName == UC_A_KNOB_CHOICE_KNOB_TYPE || attributeName == UC_A_KNOB_CHOICE_KNOB_VALUE) &&
+        uc_goffer_knob_read(descriptor, attributeName, attributeType, requestedElementCount, elementCount,
+                            arrayOfElements, &st))
+        return st; /* the variant's own knob */
     if (attributeName == UC_A_ENGINEHEUR_RESULTS && attributeType == UC_AT_BACKEND_DESCRIPTOR) {
         /* Heuristics results: where the framework cannot allocate the first engines' workspace, a micro-batched
          * variant may be offered among them (uc_graph_offer.c). */
@@ -181,6 +190,9 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
                                                  elementCount, arrayOfElements);
         uc_guard--;
     }
+    int knobs = st == 0 && attributeName == UC_A_ENGINECFG_KNOB_CHOICES && attributeType == UC_AT_BACKEND_DESCRIPTOR;
+    if (knobs && (!arrayOfElements || requestedElementCount < 1))
+        uc_goffer_knobs(descriptor, requestedElementCount, elementCount, NULL); /* a count query */
     if (st != 0 || !arrayOfElements || requestedElementCount < 1)
         return st;
     /* cudnn_frontend reads a plan's workspace with a NULL count pointer. */
@@ -196,6 +208,8 @@ cudnnStatus_t uc_hook_cudnnBackendGetAttribute(void *const descriptor, int attri
             uc_grec_mark(((void *const *)arrayOfElements)[variant_at], UC_GLINK_VARIANT, variant_mark, 2);
             UC_COUNT(graph_offers, 1);
         }
+        if (knobs) /* after record_filled: what cuDNN filled is recorded, the variant's knob then marked */
+            uc_goffer_knobs(descriptor, requestedElementCount, elementCount, (void *const *)arrayOfElements);
     }
     return st;
 }

@@ -11,9 +11,10 @@
  * right after the first of them that the framework would run if it could (no configuration before it fits; a
  * down-converting one, or a nondeterministic one under UCUDNN_DETERMINISTIC=1, is passed over as PyTorch drops
  * it): a second real result of the same engine and knobs, filled by the real library, recorded as a variant
- * (UC_GLINK_VARIANT). The count query answers the extended count; the fill that follows puts the variant in its
- * slot, each caller descriptor filled once. With nothing under pressure the results are cuDNN's, unchanged: the
- * cost is one memory figure and one scratch result's workspace per count query.
+ * (UC_GLINK_VARIANT), whose knob choices read one more, ucudnn's (below). The count query answers the extended
+ * count; the fill that follows puts the variant in its slot, each caller descriptor filled once. With nothing under
+ * pressure the results are cuDNN's, unchanged: the cost is one memory figure and one scratch result's workspace per
+ * count query.
  *
  * A variant's plan answers its workspace query with a micro-batched plan (uc_goffer_plan): the first admitted
  * engine, in heuristics order from its own, whose uniform split at the largest power-of-two size fits the limit
@@ -265,6 +266,148 @@ cudnnStatus_t uc_goffer_results(void *heur, int64_t requested, int64_t *count, v
     }
     uc_guard--;
     return st;
+}
+
+/* ---- the variant's own knob ---- */
+
+/* A client that keeps one configuration per (engine, knob choices), the first (cudnn_frontend's Python package),
+ * would merge a variant into the original it repeats. So a variant's knob choices read one more than cuDNN's: a
+ * knob of a type the configuration does not choose, holding a value reserved for ucudnn, which the shim answers in
+ * the caller's descriptor. cudnn_frontend names the variant "eng<N>..._k25=1969452388". A configuration that a
+ * client builds with such a knob (the package's create_execution_plan(engine, knobs), replaying that pair) reaches
+ * the real library without it, as a variant of its engine under what the framework can allocate then. */
+#define UC_KNOB_VARIANT_VALUE 0x75637564 /* "ucud" */
+
+/* Knob types for the variant's, in order of preference: the first the configuration does not choose. cuDNN 9's
+ * WORKSPACE, KERNEL_CFG, SPECFILT, REDUCTION_MODE, STAGES, TILEK, SPLIT_K_BUF, MULTIPLY, EDGE, TILE_SIZE, SWIZZLE:
+ * each one cudnn_frontend converts both ways, so a client can name it and build it again. */
+static const int32_t knob_types[] = {25, 24, 23, 15, 14, 13, 12, 11, 4, 2, 1};
+
+/* Whether a knob choice descriptor holds the variant's knob (its type and value in mark): marked by the shim, and
+ * nothing set on it by its owner since. */
+static int holds_our_knob(void *knob, int64_t mark[2])
+{
+    uc_gval *v = uc_grec_value(knob);
+    int ours = v && v->type == UC_BK_KNOB_CHOICE && uc_gval_int64s(v, UC_GLINK_KNOB, mark, 2) == 2 &&
+               !uc_gval_attr(v, UC_A_KNOB_CHOICE_KNOB_TYPE) && !uc_gval_attr(v, UC_A_KNOB_CHOICE_KNOB_VALUE);
+    uc_gval_unref(v);
+    return ours;
+}
+
+/* The first preferred knob type none of the n knob choices cuDNN filled has, or -1. */
+static int32_t free_knob_type(void *const *elems, int64_t n)
+{
+    const uc_real_table *r = uc_real();
+    int32_t have[64];
+    int64_t m = 0;
+    for (int64_t i = 0; i < n && m < 64; i++) {
+        int64_t count = 0;
+        if (!elems[i] || r->cudnnBackendGetAttribute(elems[i], UC_A_KNOB_CHOICE_KNOB_TYPE, UC_AT_KNOB_TYPE, 1, &count,
+                                                     &have[m]) != 0 || count != 1)
+            return -1; /* a knob the shim cannot read: no name that surely differs */
+        m++;
+    }
+    for (size_t k = 0; k < sizeof knob_types / sizeof *knob_types; k++) {
+        int64_t j = 0;
+        while (j < m && have[j] != knob_types[k])
+            j++;
+        if (j == m)
+            return knob_types[k];
+    }
+    return -1;
+}
+
+void uc_goffer_knobs(void *cfg, int64_t requested, int64_t *count, void *const *elems)
+{
+    if (!count || *count < 0 || !uc_goffer_is_variant(cfg))
+        return;
+    int64_t n = *count;
+    if (!elems || requested < 1) { /* a count query */
+        *count = n + 1;
+        return;
+    }
+    if (requested <= n || !elems[n])
+        return; /* no room: the real library's answer stands */
+    uc_guard++;
+    int32_t type = n < 64 ? free_knob_type(elems, n) : -1;
+    uc_guard--;
+    if (type < 0)
+        return;
+    const int64_t knob[2] = {type, UC_KNOB_VARIANT_VALUE};
+    uc_grec_mark(elems[n], UC_GLINK_KNOB, knob, 2);
+    int64_t got[2];
+    if (holds_our_knob(elems[n], got))
+        *count = n + 1;
+}
+
+int uc_goffer_knob_read(void *knob, int name, int type, int64_t requested, int64_t *count, void *elems,
+                        cudnnStatus_t *st)
+{
+    int64_t mark[2];
+    if (!holds_our_knob(knob, mark))
+        return 0;
+    /* As cuDNN answers a finalized knob choice (the host backend's table, hb_graph_api.c): the wrong type, no
+     * count or array, an array of other than one element. */
+    int is_type = name == UC_A_KNOB_CHOICE_KNOB_TYPE;
+    *st = 0;
+    if (type != (is_type ? UC_AT_KNOB_TYPE : UC_AT_INT64))
+        *st = uc_status(UC_ST_BAD_ATTRIBUTE_TYPE);
+    else if (!count && !elems)
+        *st = uc_status(UC_ST_BAD_NULL_POINTER);
+    else if (elems && requested != 1)
+        *st = uc_status(UC_ST_BAD_PARAM);
+    if (*st)
+        return 1;
+    if (elems && is_type) {
+        int32_t t = (int32_t)mark[0];
+        memcpy(elems, &t, sizeof t);
+    } else if (elems) {
+        memcpy(elems, &mark[1], sizeof mark[1]);
+    }
+    if (count)
+        *count = 1;
+    return 1;
+}
+
+/* Whether a knob choice its owner set holds the variant's value. */
+static int names_a_variant(void *knob)
+{
+    uc_gval *v = uc_grec_value(knob);
+    int64_t value = 0;
+    int yes = v && v->type == UC_BK_KNOB_CHOICE && uc_gval_int64s(v, UC_A_KNOB_CHOICE_KNOB_VALUE, &value, 1) == 1 &&
+              value == UC_KNOB_VARIANT_VALUE;
+    uc_gval_unref(v);
+    return yes;
+}
+
+int uc_goffer_set_knobs(void *cfg, int64_t n, void *const *knobs, cudnnStatus_t *st)
+{
+    void *kept[64];
+    int64_t k = 0;
+    if (n < 1 || n > 64 || !knobs)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!knobs[i] || !names_a_variant(knobs[i]))
+            kept[k++] = knobs[i];
+    if (k == n)
+        return 0; /* no variant named: the real library's */
+    *st = 0;
+    if (k > 0) {
+        uc_guard++;
+        *st = uc_real()->cudnnBackendSetAttribute(cfg, UC_A_ENGINECFG_KNOB_CHOICES, UC_AT_BACKEND_DESCRIPTOR, k, kept);
+        uc_guard--;
+    }
+    if (*st != 0)
+        return 1;
+    uc_grec_set(cfg, UC_A_ENGINECFG_KNOB_CHOICES, UC_AT_BACKEND_DESCRIPTOR, k, kept);
+    int det = 0;
+    size_t limit = offering() ? uc_framework_state(&det) : 0;
+    if (limit > 0 && limit < UC_UNLIMITED) { /* else the configuration is its engine's, undivided */
+        const int64_t mark[2] = {(int64_t)limit, det};
+        uc_grec_mark(cfg, UC_GLINK_VARIANT, mark, 2);
+        UC_COUNT(graph_variants_rebuilt, 1);
+    }
+    return 1;
 }
 
 /* ---- the variant's plan ---- */

@@ -5,10 +5,13 @@ wgrad node, ``build`` with heuristics mode A, the workspace the graph asks for, 
 The package reaches cuDNN only through ``dlopen`` + ``dlsym`` on the library it loads (the first libcudnn.so.9 on
 LD_LIBRARY_PATH: here the host backend, buffers in host memory), and the CUDA runtime it loads
 (CUDNN_FRONTEND_CUDART_LIB_NAME: here the test's stand-in). Writes ``inputs.npz``, ``output.npy`` and
-``result.json`` (the workspace size the graph asked for, and the execution's time on the host backend's model
-clock) into the folder named by the second argument. A third argument, a byte count, makes it a client that can
-allocate only that much workspace: it plans step by step and drops the plans that need more
-(``deselect_workspace_greater_than``) before building the first that remains.
+``result.json`` (the workspace size the graph asked for, the execution's time on the host backend's model
+clock, and the package's plan list, by name and by engine and knobs, where the client reads it) into the folder
+named by the second argument. A third argument, a byte count, makes it a client that can allocate only that much
+workspace: it plans step by step and drops the plans that need more (``deselect_workspace_greater_than``) before
+building the first that remains. A fourth, ``[engine, {knob type: value}]`` as JSON, makes it build that pair
+again (``create_execution_plan``), as a client replays a choice it kept; a pair the library refuses is written as
+``{"refused": message}``.
 Run by tests/frontend/test_python_frontend.py.
 """
 
@@ -53,7 +56,7 @@ def model_clock() -> Any:
     return clock
 
 
-def main(op: str, folder: Path, cap: int | None) -> None:
+def main(op: str, folder: Path, cap: int | None, replay: Any = None) -> None:
     data = inputs()
     handle = cudnn.create_handle()
     graph = cudnn.pygraph(handle=handle, io_data_type=FLOAT, compute_data_type=FLOAT)
@@ -75,12 +78,26 @@ def main(op: str, folder: Path, cap: int | None) -> None:
         out = np.full((K, C, 3, 3), np.nan, np.float32)
         node = graph.conv_wgrad(image=ins["x"], loss=ins["dy"], **CONV)
     node.set_output(True).set_data_type(FLOAT).set_dim(list(out.shape)).set_stride(strides(out))
+    plans: list[str] = []  # the package's plan list, by name, where the client reads it (with a cap)
+    pairs: list[Any] = []  # ... and by (engine, {knob type: value}), what create_execution_plan replays
     if cap is None:
         graph.build([cudnn.heur_mode.A])
     else:  # a client that can allocate only `cap` bytes of workspace drops the engines that need more
         graph.validate()
         graph.build_operation_graph()
-        graph.create_execution_plans([cudnn.heur_mode.A])
+        if replay is None:
+            graph.create_execution_plans([cudnn.heur_mode.A])
+            plans = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+            for i in range(len(plans)):
+                engine, knobs = graph.get_engine_and_knobs_at_index(i)
+                pairs.append([engine, {int(k): v for k, v in knobs.items()}])
+        else:  # an engine and knobs read earlier, built again
+            engine, knobs = replay
+            try:
+                graph.create_execution_plan(engine, {cudnn.knob_type(int(k)): v for k, v in knobs.items()})
+            except Exception as exc:  # the library refused it: say so, as the client would see it
+                (folder / "result.json").write_text(json.dumps({"refused": str(exc)}))
+                return
         graph.deselect_workspace_greater_than(cap)
         graph.check_support()
         graph.build_plans()
@@ -94,8 +111,14 @@ def main(op: str, folder: Path, cap: int | None) -> None:
     model_ms = clock() - start
     np.savez(folder / "inputs.npz", x=data["x"], w=data["w"], dy=data["dy"])
     np.save(folder / "output.npy", out)
-    (folder / "result.json").write_text(json.dumps({"workspace": size, "model_ms": model_ms}))
+    result = {"workspace": size, "model_ms": model_ms, "plans": plans, "pairs": pairs}
+    (folder / "result.json").write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)
+    main(
+        sys.argv[1],
+        Path(sys.argv[2]),
+        int(sys.argv[3]) if len(sys.argv) > 3 else None,
+        json.loads(sys.argv[4]) if len(sys.argv) > 4 else None,
+    )

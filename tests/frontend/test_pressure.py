@@ -81,6 +81,9 @@ def test_memory_starved_torch_runs_the_fast_engine_micro_batched(
         tried = ucudnn.report["tried"]
         assert [t["result"] for t in tried] == ["out of memory", "ok"], tried
         assert engine_index(tried[0]["tag"]) == engine_index(tried[1]["tag"]) == chosen
+        # cudnn_frontend names the variant by its knobs: the original's (none on the host backend), then ucudnn's
+        # (a knob type the configuration does not choose, cuDNN's WORKSPACE (25), and a value reserved for ucudnn).
+        assert tried[1]["tag"] == tried[0]["tag"] + "_k25=1969452388", tried
         assert tried[0]["workspace"] > CAPACITY >= tried[1]["workspace"] > 0, tried
         assert alone.report["tried"][0] == tried[0]  # the same first config, which PyTorch alone cannot allocate
     else:

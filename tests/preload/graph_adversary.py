@@ -275,8 +275,65 @@ def config_workspace(c: Ctx) -> None:
     c.report["status"] = c.execute(c.plan(chosen))
 
 
+def odd_reads(c: Ctx, k: P) -> list[list[int]]:
+    """[status, count] of reads of a knob choice: the wrong type (twice), a count query, two elements, NULL both."""
+    return [
+        list(c.api.get(k, G.A_KNOB_VALUE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int()))),
+        list(c.api.get(k, G.A_KNOB_TYPE, G.T_INT64, 1, G.i64s(0))),
+        list(c.api.get(k, G.A_KNOB_VALUE, G.T_INT64, 0, None)),
+        list(c.api.get(k, G.A_KNOB_VALUE, G.T_INT64, 2, G.i64s(0, 0))),
+        [int(c.api.lib.cudnnBackendGetAttribute(k, G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, None, None)), -7],
+    ]
+
+
+def variant_knob(c: Ctx) -> None:
+    """A client short of memory (the test's UCUDNN_HOST_DEVICE_MEMORY) reads the heuristics results and every
+    configuration's knob choices, as cudnn_frontend names them: the offered variant reads one knob more, ucudnn's,
+    answered by the shim; odd reads of it get what the library answers of the same knob held by itself, and once
+    its owner resets the descriptor the library answers."""
+    g = c.graph(c.operation(c.tensors(N)))
+    heur = c.api.create(G.ENGINEHEUR)
+    assert c.api.set_desc(heur, G.A_HEUR_GRAPH, g) == 0
+    assert c.api.set(heur, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_INSTANT))) == 0
+    assert c.api.finalize(heur) == 0
+    count = ctypes.c_int64(-1)
+    assert c.api.lib.cudnnBackendGetAttribute(heur, G.A_HEUR_RESULTS, G.T_DESC, 0, ctypes.byref(count), None) == 0
+    cfgs = [c.api.create(G.ENGINECFG) for _ in range(count.value)]
+    st, n = c.api.get(heur, G.A_HEUR_RESULTS, G.T_DESC, len(cfgs), (P * len(cfgs))(*[x.value for x in cfgs]))
+    assert st == 0 and n == len(cfgs)
+    knobs: list[list[list[int]]] = []
+    for cfg in cfgs:  # as cudnn_frontend's get_engine_tag: fresh knob descriptors, room for every knob type
+        kc = [c.api.create(G.KNOB_CHOICE) for _ in range(8)]
+        st, got = c.api.get(cfg, G.A_CFG_KNOBS, G.T_DESC, len(kc), (P * len(kc))(*[x.value for x in kc]))
+        assert st == 0
+        read = []
+        for k in kc[:got]:
+            t, v = ctypes.c_int(-1), ctypes.c_int64(-1)
+            read.append([c.api.get(k, G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(t))[0], t.value,
+                         c.api.get(k, G.A_KNOB_VALUE, G.T_INT64, 1, ctypes.byref(v))[0], v.value])  # fmt: skip
+        knobs.append(read)
+        if got:  # the variant's knob: odd reads, as the library answers them of a knob it holds; then reset
+            k = kc[got - 1]
+            c.report["odd_reads"] = odd_reads(c, k)
+            own = c.api.create(G.KNOB_CHOICE)  # the same knob, set by its owner: the library's
+            assert c.api.set(own, G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(read[-1][1]))) == 0
+            assert c.api.set(own, G.A_KNOB_VALUE, G.T_INT64, 1, G.i64s(read[-1][3])) == 0
+            assert c.api.finalize(own) == 0
+            c.report["library_reads"] = odd_reads(c, own)
+            one = ctypes.c_int64(-1)
+            c.report["count_query"] = [
+                c.api.lib.cudnnBackendGetAttribute(cfg, G.A_CFG_KNOBS, G.T_DESC, 0, ctypes.byref(one), None),
+                one.value,
+            ]
+            c.api.lib.cudnnBackendInitialize(k)
+            c.report["reset"] = c.api.get(k, G.A_KNOB_VALUE, G.T_INT64, 1, G.i64s(-1))[0]
+    c.report["fresh"] = c.api.get(c.api.create(G.KNOB_CHOICE), G.A_KNOB_VALUE, G.T_INT64, 1, G.i64s(-1))[0]
+    c.report["knobs"] = knobs
+    c.report["status"] = c.execute(c.plan(cfgs[0]))
+
+
 CASES = {f.__name__: f for f in (reused_graph, reused_tensors, initialized, packs, full_table, fp16_wgrad,
-                                 config_workspace)}  # fmt: skip
+                                 config_workspace, variant_knob)}  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -123,3 +123,28 @@ def test_engine_configurations_answer_the_micro_batched_workspace(
     assert 0 < rep["cfg_workspace"] <= limit and rep["workspace"] == rep["cfg_workspace"], rep
     assert rep["status"] == 0
     close(got, expected)
+
+
+def test_an_offered_variant_reads_one_knob_more_answered_by_the_shim(
+    host_lib: Path, preload_lib: Path, tmp_path: Path
+) -> None:
+    """cudnn_frontend's Python package keeps one configuration per (engine, knobs): the variant offered to a client
+    short of memory must differ from its original there. Its knob choices read one more (a knob type it does not
+    choose, a value reserved for ucudnn); every other configuration's read as the library's; odd reads of that knob
+    get the statuses the library gives for the same knob held by itself, and a knob descriptor its owner resets is
+    the library's again."""
+    expected, plain = adversary(host_lib, preload_lib, tmp_path, "variant_knob", None)
+    # 4 KiB: less than the first engine needs at N = 8 (83 KB), more than its workspace at one sample.
+    got, rep = adversary(host_lib, preload_lib, tmp_path, "variant_knob", {"UCUDNN_HOST_DEVICE_MEMORY": "4096"})
+    assert rep["stats"]["graph_offers"] == 1, rep["stats"]
+    # The host backend's engines have no knobs; the variant, right after the first, reads ucudnn's: [status, type,
+    # status, value].
+    assert plain["knobs"] == [[]] * len(plain["knobs"]) and len(plain["knobs"]) >= 2, plain
+    # A knob type the configuration does not choose (cuDNN's WORKSPACE, 25), a value reserved for ucudnn.
+    assert rep["knobs"] == [*plain["knobs"][:1], [[0, 25, 0, 0x75637564]], *plain["knobs"][1:]], rep["knobs"]
+    assert rep["odd_reads"] == rep["library_reads"], rep
+    assert [r[0] for r in rep["odd_reads"]] == [2010, 2010, 0, 2000, 2002], rep["odd_reads"]
+    assert rep["count_query"] == [0, 1], rep
+    assert "reset" not in plain and rep["reset"] == rep["fresh"] == plain["fresh"] != 0, (plain, rep)
+    assert rep["status"] == plain["status"] == 0
+    close(got, expected)

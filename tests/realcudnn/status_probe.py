@@ -219,6 +219,30 @@ def engines() -> list[int]:
     return sts
 
 
+def knob_choices() -> list[int]:
+    """Knob choices as cudnn_frontend's create_execution_plan(engine, knobs) makes them, and odd ones; Finalize is
+    left out: without a device the real library refuses every knob choice's (1008)."""
+    sts = []
+    for attr, typ, count, elems in (
+        (G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(25))),
+        (G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(1000))),  # a type past cuDNN's enum
+        (G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(-1))),
+        (G.A_KNOB_TYPE, G.T_INT64, 1, i64s(25)),
+        (G.A_KNOB_VALUE, G.T_INT64, 1, i64s(0x75637564)),
+        (G.A_KNOB_VALUE, G.T_INT64, 1, i64s(-5)),
+        (G.A_KNOB_VALUE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(1))),
+        (G.A_KNOB_VALUE, G.T_INT64, 2, i64s(1, 2)),
+        (G.A_CFG_WS, G.T_INT64, 1, i64s(1)),  # not a knob choice's attribute
+    ):
+        sts.append(b.set(b.create(G.KNOB_CHOICE), attr, typ, count, elems))
+    k = b.create(G.KNOB_CHOICE)
+    sts.append(b.set(k, G.A_KNOB_TYPE, G.T_KNOB_TYPE, 1, ctypes.byref(ctypes.c_int(25))))
+    sts.append(b.set(k, G.A_KNOB_VALUE, G.T_INT64, 1, i64s(3)))
+    sts.append(b.get(k, G.A_KNOB_VALUE, G.T_INT64, 1, i64s(0))[0])  # not finalized
+    sts.append(int(lib.cudnnBackendInitialize(k)))
+    return sts
+
+
 SEQUENCES: dict[str, Callable[[], Any]] = {
     "tensors": tensors,
     "convolution": convolution,
@@ -226,6 +250,7 @@ SEQUENCES: dict[str, Callable[[], Any]] = {
     "operations": operations,
     "fused": fused,
     "engines": engines,
+    "knob_choices": knob_choices,
 }
 statuses = {name: fn() for name, fn in SEQUENCES.items()}
 statuses["heuristics"], counts = heuristics()

@@ -149,6 +149,11 @@ typedef struct hb_bd {
             hb_gengine e;
         } cfg;
         struct {
+            int has_type, has_value;
+            int32_t type;              /* any value: cuDNN 9.28 takes knob types outside its enum too */
+            int64_t value;
+        } knob;
+        struct {
             cudnnHandle_t handle;
             int has_handle, has_cfg;   /* has_cfg: e.g is non-NULL if the configuration was finalized */
             hb_gengine e;
@@ -211,6 +216,7 @@ HB_DESC_BEHAVIOUR(graph)
 HB_DESC_BEHAVIOUR(engine)
 HB_DESC_BEHAVIOUR(heur)
 HB_DESC_BEHAVIOUR(cfg)
+HB_DESC_BEHAVIOUR(knob)
 HB_DESC_BEHAVIOUR(plan)
 HB_DESC_BEHAVIOUR(vp)
 #undef HB_DESC_BEHAVIOUR

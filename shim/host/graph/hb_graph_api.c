@@ -154,6 +154,11 @@ static const aspec cfg_attrs[] = {
     V(CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED, CUDNN_TYPE_INT32, BADTYPE, 1, 1, AF_GET),
 };
 
+static const aspec knob_attrs[] = {
+    V(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, BADTYPE, 1, 1, RW),
+    V(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, BADTYPE, 1, 1, RW),
+};
+
 static const aspec plan_attrs[] = {
     V(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, BAD, 1, 1, AF_SET),
     D(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 1, 1, RW, OK),
@@ -189,9 +194,11 @@ static const dkind kinds[] = {
     {CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, N(cfg_attrs), BAD, hb_cfg_set, hb_cfg_get, hb_cfg_finalize},
     {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, N(heur_attrs), BAD, hb_heur_set, hb_heur_get, hb_heur_finalize},
     {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, N(plan_attrs), BAD, hb_plan_set, hb_plan_get, hb_plan_finalize},
-    /* Knob choices, knob infos and layout infos exist so cudnn_frontend can create them to read an engine's
-     * (empty) lists; the engines have no knobs, so nothing is set on them and they never finalize. */
-    {CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, NULL, 0, BAD, NULL, NULL, NULL},
+    /* A knob choice is set and finalized as cuDNN's (cudnn_frontend's create_execution_plan(engine, knobs) makes
+     * them); no engine here has knobs, so a configuration refuses any. Knob infos and layout infos exist so
+     * cudnn_frontend can create them to read an engine's (empty) lists: nothing is set on them, they never
+     * finalize. */
+    {CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, N(knob_attrs), BAD, hb_knob_set, hb_knob_get, hb_knob_finalize},
     {CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, NULL, 0, BAD, NULL, NULL, NULL},
     {CUDNN_BACKEND_LAYOUT_INFO_DESCRIPTOR, NULL, 0, BAD, NULL, NULL, NULL},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, N(fwd_attrs), BAD, hb_op_set, hb_op_get, hb_op_finalize},
@@ -329,7 +336,7 @@ static cudnnStatus_t finalize_desc(hb_bd *d) {
     if (!d) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
     if (!hb_bd_ok(d) || d->finalized) return CUDNN_STATUS_BAD_PARAM;
     const dkind *k = kind_of(d->type);
-    if (!k->finalize) return CUDNN_STATUS_BAD_PARAM; /* knob and layout descriptors are filled, not finalized */
+    if (!k->finalize) return CUDNN_STATUS_BAD_PARAM; /* knob infos and layout infos are filled, not finalized */
     cudnnStatus_t st = k->finalize(d);
     if (st == CUDNN_STATUS_SUCCESS) d->finalized = 1;
     return st;
