@@ -1,9 +1,9 @@
 /*
  * An interrupt that arrives while Python plans is raised where the program called cuDNN, not swallowed.
  *
- * The planner, the recorder and the framework source run as callbacks inside a cuDNN call: an exception cannot cross C back to the
- * program. So when a KeyboardInterrupt (Ctrl-C), SystemExit or another exception that is not an error reaches
- * them, ucudnn/_runtime.py keeps it (every cache write it interrupted has rolled back) and calls
+ * The planner, the recorder and the framework source run as callbacks inside a cuDNN call: an exception cannot
+ * cross C back to the program. So when a KeyboardInterrupt (Ctrl-C), SystemExit or another exception that is not
+ * an error reaches them, ucudnn/_runtime.py keeps it (every cache write it interrupted has rolled back) and calls
  * ucudnn_bridge_note_interrupt; the callback then answers UCUDNN_PLAN_INTERRUPTED, the shim runs the call as
  * cuDNN alone would and plans nothing more for it, and the wrappers below schedule a pending call that raises the
  * exception in the program's main thread as soon as it runs Python again -- right after the cuDNN call returns,

@@ -28,8 +28,9 @@ int ucudnn_bridge_abi_version(void);
 /* ucudnn_set_planner(planner); NULL unregisters. */
 int ucudnn_bridge_set_planner(ucudnn_planner_fn planner);
 
-/* The planner, the recorder and the framework source registered with the shim (deferred.h): they call ucudnn/_runtime.py's callbacks,
- * and raise in the program an interrupt that reached them (see ucudnn_bridge_note_interrupt). */
+/* The planner, the recorder and the framework source registered with the shim (deferred.h): they call
+ * ucudnn/_runtime.py's callbacks, and raise in the program an interrupt that reached them (see
+ * ucudnn_bridge_note_interrupt). */
 int ucudnn_bridge_planner(const ucudnn_plan_request *request, ucudnn_plan_reply *reply);
 void ucudnn_bridge_recorder(const ucudnn_verdict *verdict);
 int ucudnn_bridge_framework(ucudnn_framework_state *state);

@@ -235,7 +235,8 @@ static void summary_graph(uc_sb *s, unsigned long long gplans)
         uc_sb_printf(s, ", %llu settled by checks stored in the cache", gstored);
     unsigned long long gover = atomic_load(&uc_stat.graph_over_limit);
     if (gover)
-        uc_sb_printf(s, ", %llu over the limit run as built (no engine cuDNN lists fits it, divided where it may be)", gover);
+        uc_sb_printf(s, ", %llu over the limit run as built (no engine cuDNN lists fits it, divided where it may be)",
+                     gover);
 }
 
 /*
