@@ -132,6 +132,14 @@ class Ctx:
         self.kill(*extra)
         return out
 
+    def heuristics(self, g: P) -> P:
+        """A finalized INSTANT heuristics descriptor of graph g."""
+        heur = self.api.create(G.ENGINEHEUR)
+        assert self.api.set_desc(heur, G.A_HEUR_GRAPH, g) == 0
+        assert self.api.set(heur, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_INSTANT))) == 0
+        assert self.api.finalize(heur) == 0
+        return heur
+
     def config(self, engine: P) -> P:
         cfg = self.api.create(G.ENGINECFG)
         assert self.api.set_desc(cfg, G.A_CFG_ENGINE, engine) == 0 and self.api.finalize(cfg) == 0
@@ -256,10 +264,7 @@ def fp16_wgrad(c: Ctx) -> None:
 def config_workspace(c: Ctx) -> None:
     """The v1 API's order: heuristics configurations filtered by ENGINECFG_WORKSPACE_SIZE before any plan."""
     g = c.graph(c.operation(c.tensors(N)))
-    heur = c.api.create(G.ENGINEHEUR)
-    assert c.api.set_desc(heur, G.A_HEUR_GRAPH, g) == 0
-    assert c.api.set(heur, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_INSTANT))) == 0
-    assert c.api.finalize(heur) == 0
+    heur = c.heuristics(g)
     cfgs = [c.api.create(G.ENGINECFG) for _ in range(8)]
     st, n = c.api.get(heur, G.A_HEUR_RESULTS, G.T_DESC, 8, (P * 8)(*[x.value for x in cfgs]))
     assert st == 0
@@ -292,10 +297,7 @@ def variant_knob(c: Ctx) -> None:
     answered by the shim; odd reads of it get what the library answers of the same knob held by itself, and once
     its owner resets the descriptor the library answers."""
     g = c.graph(c.operation(c.tensors(N)))
-    heur = c.api.create(G.ENGINEHEUR)
-    assert c.api.set_desc(heur, G.A_HEUR_GRAPH, g) == 0
-    assert c.api.set(heur, G.A_HEUR_MODE, G.T_HEUR_MODE, 1, ctypes.byref(ctypes.c_int(G.HEUR_INSTANT))) == 0
-    assert c.api.finalize(heur) == 0
+    heur = c.heuristics(g)
     count = ctypes.c_int64(-1)
     assert c.api.lib.cudnnBackendGetAttribute(heur, G.A_HEUR_RESULTS, G.T_DESC, 0, ctypes.byref(count), None) == 0
     cfgs = [c.api.create(G.ENGINECFG) for _ in range(count.value)]
